@@ -1,0 +1,68 @@
+import { z } from 'zod';
+import { PolishError, ZERO_USAGE, addUsage, type Role, type Usage } from '@polish/protocol';
+import type { ModelMessage, ModelProvider } from './providers/model-provider.js';
+
+/** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
+export const DEFAULT_MAX_REPAIRS = 2;
+
+/** What a handler asks for: one prompt, and the schema its answer must satisfy. */
+export interface ValidatedRequest<T> {
+  model: ModelProvider;
+  role: Role;
+  system: string;
+  prompt: string;
+  schema: z.ZodType<T>;
+  payload: Readonly<Record<string, unknown>>;
+  maxRepairs?: number;
+}
+
+/** Models often wrap JSON in a Markdown fence; take what is inside. */
+function unfence(text: string): string {
+  const match = /^\s*```(?:json)?\s*\n([\s\S]*?)\n\s*```\s*$/.exec(text);
+  return match?.[1] ?? text;
+}
+
+function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { problem: string } {
+  let json: unknown;
+  try {
+    json = JSON.parse(unfence(text));
+  } catch (error) {
+    return { problem: `the answer is not JSON (${(error as Error).message})` };
+  }
+  const parsed = schema.safeParse(json);
+  if (parsed.success) return { value: parsed.data };
+  return { problem: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ') };
+}
+
+/**
+ * Asks the model, validates the answer with zod, and re-asks at most `maxRepairs` times
+ * citing the validation error. Still invalid ⇒ `PolishError('CONTRACT_VIOLATION')`.
+ */
+export async function generateValidated<T>(request: ValidatedRequest<T>): Promise<{ value: T; usage: Usage }> {
+  const maxRepairs = request.maxRepairs ?? DEFAULT_MAX_REPAIRS;
+  const jsonSchema = z.toJSONSchema(request.schema, { unrepresentable: 'any' }) as Record<string, unknown>;
+  const messages: ModelMessage[] = [{ role: 'user', content: request.prompt }];
+  let usage = ZERO_USAGE;
+  for (let round = 0; ; round += 1) {
+    const response = await request.model.generate({
+      role: request.role,
+      system: request.system,
+      messages: [...messages],
+      jsonSchema,
+      payload: request.payload,
+    });
+    usage = addUsage(usage, response.usage);
+    const outcome = problemWith(response.text, request.schema);
+    if ('value' in outcome) return { value: outcome.value, usage };
+    if (round >= maxRepairs) {
+      throw new PolishError(
+        'CONTRACT_VIOLATION',
+        `${request.role} answer still invalid after ${maxRepairs} repair${maxRepairs === 1 ? '' : 's'}: ${outcome.problem}`,
+      );
+    }
+    messages.push(
+      { role: 'assistant', content: response.text },
+      { role: 'user', content: `Your answer was rejected: ${outcome.problem}. Answer again with only the corrected JSON object.` },
+    );
+  }
+}

@@ -1,0 +1,63 @@
+import { hostname } from 'node:os';
+import {
+  PROTOCOL_VERSION,
+  PolishError,
+  TaskEnvelopeSchema,
+  ZERO_USAGE,
+  type Role,
+  type TaskEnvelope,
+  type TaskReply,
+  type WorkerInfo,
+} from '@polish/protocol';
+import type { ModelProvider } from './providers/model-provider.js';
+import { extractCriteria } from './handlers/extract-criteria.js';
+import { evaluate } from './handlers/evaluate.js';
+import { revise } from './handlers/revise.js';
+
+/** The model each role uses: one for all, or one per role (e.g. an evaluator from another family). */
+export type RoleModels = ModelProvider | Readonly<Record<Role, ModelProvider>>;
+
+const modelFor = (models: RoleModels, role: Role): ModelProvider => ('generate' in models ? models : models[role]) as ModelProvider;
+
+function runHandler(task: TaskEnvelope, model: ModelProvider) {
+  switch (task.role) {
+    case 'criteria':
+      return extractCriteria(task.payload, model);
+    case 'evaluate':
+      return evaluate(task.payload, model);
+    case 'revise':
+      return revise(task.payload, model);
+  }
+}
+
+/** This process, as a reply names it. */
+export function currentWorker(): WorkerInfo {
+  return { pid: process.pid, hostname: hostname() };
+}
+
+/**
+ * Answers one task: validates the envelope (strict per-role payload, so unexpected fields are
+ * rejected before any model is called), runs the role's handler, and wraps the outcome.
+ * Never throws: failures become error replies with a code.
+ */
+export async function handleTask(raw: unknown, models: RoleModels, worker: WorkerInfo = currentWorker()): Promise<TaskReply> {
+  const rawTaskId = (raw as { taskId?: unknown } | null)?.taskId;
+  const taskId = typeof rawTaskId === 'string' && rawTaskId ? rawTaskId : 'unknown';
+  const parsed = TaskEnvelopeSchema.safeParse(raw);
+  if (!parsed.success) {
+    const problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    const error = new PolishError('INVALID_INPUT', `task rejected before any model call: ${problem}`);
+    return { v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker };
+  }
+  const task = parsed.data;
+  const model = modelFor(models, task.role);
+  try {
+    const output = await runHandler(task, model);
+    return { v: PROTOCOL_VERSION, taskId, ok: true, result: output.value, usage: output.usage, model: model.info, worker };
+  } catch (error) {
+    const polishError = PolishError.from(error);
+    const message = polishError.code === 'INTERNAL' ? `${task.role} worker failed: ${polishError.message}` : polishError.message;
+    const wire = { ...polishError.toWire(), message };
+    return { v: PROTOCOL_VERSION, taskId, ok: false, error: wire, usage: ZERO_USAGE, model: model.info, worker };
+  }
+}

@@ -1,0 +1,17 @@
+import { CriteriaResultSchema, type CriteriaPayload, type CriteriaResult } from '@polish/protocol';
+import type { ModelProvider } from '../providers/model-provider.js';
+import { CRITERIA_SYSTEM, criteriaPrompt } from '../prompts.js';
+import { generateValidated } from '../generate-validated.js';
+import type { HandlerOutput } from './handler.js';
+
+/** Wave 1: reads artifact + goal, returns 1..8 falsifiable criteria. */
+export function extractCriteria(payload: CriteriaPayload, model: ModelProvider): Promise<HandlerOutput<CriteriaResult>> {
+  return generateValidated({
+    model,
+    role: 'criteria',
+    system: CRITERIA_SYSTEM,
+    prompt: criteriaPrompt(payload),
+    schema: CriteriaResultSchema,
+    payload,
+  });
+}

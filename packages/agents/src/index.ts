@@ -1,0 +1,11 @@
+// @polish/agents: role handlers, prompts, model providers.
+export type { ModelProvider, ModelRequest, ModelResponse, ModelMessage } from './providers/model-provider.js';
+export { createScriptedProvider, type ScriptFunction } from './providers/scripted-provider.js';
+export { ScriptFileSchema, loadScriptFile, type ScriptFile, type ScriptRule } from './providers/script-file.js';
+export { generateValidated, DEFAULT_MAX_REPAIRS, type ValidatedRequest } from './generate-validated.js';
+export { extractCriteria } from './handlers/extract-criteria.js';
+export { evaluate } from './handlers/evaluate.js';
+export { revise } from './handlers/revise.js';
+export type { HandlerOutput } from './handlers/handler.js';
+export { handleTask, currentWorker, type RoleModels } from './handle-task.js';
+export * as prompts from './prompts.js';

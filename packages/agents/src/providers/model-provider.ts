@@ -1,0 +1,30 @@
+import type { ModelInfo, Role, Usage } from '@polish/protocol';
+
+/** One turn of the conversation with a model. */
+export interface ModelMessage {
+  role: 'user' | 'assistant';
+  content: string;
+}
+
+/** What a handler asks of a model: a system prompt, the conversation, and the answer's JSON Schema. */
+export interface ModelRequest {
+  role: Role;
+  system: string;
+  messages: ModelMessage[];
+  /** JSON Schema of the expected answer, for providers with structured output. */
+  jsonSchema: Record<string, unknown>;
+  /** The validated task payload, for the scripted provider's matching rules only; real providers ignore it. */
+  payload: Readonly<Record<string, unknown>>;
+}
+
+/** The model's raw answer text and what it cost. */
+export interface ModelResponse {
+  text: string;
+  usage: Usage;
+}
+
+/** The one interface every model provider implements. */
+export interface ModelProvider {
+  readonly info: ModelInfo;
+  generate(request: ModelRequest): Promise<ModelResponse>;
+}

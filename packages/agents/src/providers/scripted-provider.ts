@@ -1,0 +1,58 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { PolishError, type Usage } from '@polish/protocol';
+import type { ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
+import type { ScriptFile, ScriptRule } from './script-file.js';
+
+/** A function that answers for the scripted model: an object is sent as JSON, a string as is. */
+export type ScriptFunction = (request: ModelRequest) => unknown;
+
+/** Rough token count for scripted usage: deterministic, and clearly not a real tokenizer. */
+const tokens = (text: string) => Math.ceil(text.length / 4);
+
+function scriptedUsage(request: ModelRequest, answer: string): Usage {
+  const prompt = request.system + request.messages.map((message) => message.content).join('');
+  return { input_tokens: tokens(prompt), output_tokens: tokens(answer), cache_read_tokens: 0, cache_write_tokens: 0, model_calls: 1 };
+}
+
+function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): boolean {
+  const when = rule.when ?? {};
+  const artifact = typeof payload.artifact === 'string' ? payload.artifact : '';
+  const goal = typeof payload.goal === 'string' ? payload.goal : '';
+  const gaps = Array.isArray(payload.blocking_gaps) ? payload.blocking_gaps.map(String) : [];
+  return (
+    (when.artifact_contains === undefined || artifact.includes(when.artifact_contains)) &&
+    (when.artifact_not_contains === undefined || !artifact.includes(when.artifact_not_contains)) &&
+    (when.goal_contains === undefined || goal.includes(when.goal_contains)) &&
+    (when.gaps_contain === undefined || gaps.some((gap) => gap.includes(when.gaps_contain ?? '')))
+  );
+}
+
+const asText = (answer: unknown) => (typeof answer === 'string' ? answer : JSON.stringify(answer));
+
+/**
+ * The scripted model: answers come from a script (see `ScriptFileSchema`) or a function,
+ * never from an LLM, and its `info.scripted` is always true so every output says so.
+ * It keeps no state between calls: the answer is a function of the request alone, so a
+ * script works the same across single-use worker processes.
+ */
+export function createScriptedProvider(source: ScriptFile | ScriptFunction): ModelProvider {
+  const name = typeof source === 'function' ? 'function' : (source.name ?? 'script');
+  return {
+    info: { provider: 'scripted', model: `scripted:${name}`, scripted: true },
+    async generate(request: ModelRequest): Promise<ModelResponse> {
+      if (typeof source === 'function') {
+        const text = asText(await source(request));
+        return { text, usage: scriptedUsage(request, text) };
+      }
+      const rule = (source[request.role] ?? []).find((candidate) => matches(candidate, request.payload));
+      if (!rule) {
+        throw new PolishError('MODEL_ERROR', `scripted model (${name}) has no ${request.role} rule matching this task`);
+      }
+      const round = request.messages.filter((message) => message.role === 'assistant').length;
+      const answers = rule.answers ?? [rule.answer];
+      const text = asText(answers[Math.min(round, answers.length - 1)]);
+      if (rule.delay_ms) await delay(rule.delay_ms);
+      return { text, usage: scriptedUsage(request, text) };
+    },
+  };
+}

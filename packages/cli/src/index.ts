@@ -1,0 +1,1 @@
+export { EXIT, exitCodeFor } from "./exit-codes.js";

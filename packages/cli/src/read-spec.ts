@@ -1,0 +1,66 @@
+import { readFileSync } from 'node:fs';
+import { CriteriaListSchema, RunSpecSchema, type RunSpec } from '@polish/protocol';
+import { InputError } from './input-error.js';
+
+/** The `polish run` flags that make up a run spec. */
+export interface SpecFlags {
+  goal?: string;
+  criteria?: string;
+  threshold?: string;
+  cap?: string;
+}
+
+function readText(field: string, path: string): string {
+  try {
+    return readFileSync(path === '-' ? 0 : path, 'utf8');
+  } catch (error) {
+    const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+    throw new InputError(field, `cannot read ${path === '-' ? 'standard input' : path} (${reason})`);
+  }
+}
+
+function readCriteria(path: string): unknown {
+  const text = readText('criteria', path);
+  let document: unknown;
+  try {
+    document = JSON.parse(text);
+  } catch (error) {
+    throw new InputError('criteria', `${path} is not JSON (${(error as Error).message})`);
+  }
+  // Accept a bare list or a criteria result ({ "criteria": [...] }).
+  const list = Array.isArray(document) ? document : (document as { criteria?: unknown } | null)?.criteria;
+  const parsed = CriteriaListSchema.safeParse(list);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    const [index, key] = issue?.path ?? [];
+    const where = index === undefined ? '' : `[${String(index)}]${key === undefined ? '' : `.${String(key)}`}`;
+    throw new InputError(`criteria${where}`, `${issue?.message ?? 'invalid'} (in ${path})`);
+  }
+  return parsed.data;
+}
+
+function parseCap(raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  if (!/^[0-9]+$/.test(raw.trim())) throw new InputError('cap', `must be a whole number from 1 to 8, got "${raw}"`);
+  return Number(raw);
+}
+
+/** Reads the artifact and flags into a validated run spec, or throws an InputError naming the field. */
+export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
+  if (flags.goal === undefined || flags.goal.trim() === '') throw new InputError('goal', 'required: pass --goal "what the artifact must achieve"');
+  const cap = parseCap(flags.cap);
+  const criteria = flags.criteria === undefined ? undefined : readCriteria(flags.criteria);
+  const artifact = readText('artifact', artifactPath);
+  const parsed = RunSpecSchema.safeParse({
+    artifact,
+    goal: flags.goal,
+    ...(criteria === undefined ? {} : { criteria }),
+    ...(flags.threshold === undefined ? {} : { threshold: flags.threshold }),
+    ...(cap === undefined ? {} : { cap }),
+  });
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new InputError(String(issue?.path[0] ?? 'spec'), issue?.message ?? 'invalid');
+  }
+  return parsed.data;
+}

@@ -1,0 +1,26 @@
+import type { ModelInfo, PayloadOf, Role, Usage, WorkerInfo } from '@polish/protocol';
+
+/** What came back for one task: the raw result (validated by the caller), usage and provenance. */
+export interface DispatchOutcome {
+  result: unknown;
+  usage: Usage;
+  model: ModelInfo;
+  worker: WorkerInfo;
+}
+
+/** Options for one dispatch. */
+export interface DispatchOptions {
+  /** Aborted when the run is cancelled or stopped; the dispatcher stops waiting. */
+  signal?: AbortSignal;
+}
+
+/**
+ * Sends one task to whoever serves a role and returns its answer, or throws a
+ * `PolishError` naming the role. Implementations: in-process (embedding, unit tests)
+ * and NATS (worker processes).
+ */
+export interface Dispatcher {
+  dispatch<R extends Role>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;
+  /** Releases connections; a closed dispatcher accepts no more tasks. */
+  close?(): Promise<void>;
+}

@@ -1,0 +1,37 @@
+import { randomUUID } from 'node:crypto';
+import {
+  PROTOCOL_VERSION,
+  PolishError,
+  TaskEnvelopeSchema,
+  TaskReplySchema,
+  type TaskEnvelope,
+  type TaskReply,
+} from '@polish/protocol';
+import type { Dispatcher } from './dispatcher.js';
+
+/** Answers one task envelope; `@polish/agents` provides `handleTask` for this. */
+export type TaskHandler = (task: TaskEnvelope) => Promise<TaskReply>;
+
+/**
+ * A dispatcher that calls a task handler in this process. Tasks still go through the
+ * wire schemas in both directions, so what works here works over NATS.
+ */
+export function createInProcessDispatcher(handler: TaskHandler, options: { taskTimeoutMs?: number } = {}): Dispatcher {
+  const timeoutMs = options.taskTimeoutMs ?? 120_000;
+  return {
+    async dispatch(role, payload, dispatchOptions) {
+      dispatchOptions?.signal?.throwIfAborted();
+      const task = TaskEnvelopeSchema.parse({
+        v: PROTOCOL_VERSION,
+        taskId: randomUUID(),
+        role,
+        attempt: 1,
+        deadline: Date.now() + timeoutMs,
+        payload,
+      });
+      const reply = TaskReplySchema.parse(await handler(task));
+      if (!reply.ok) throw PolishError.fromWire(reply.error);
+      return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker };
+    },
+  };
+}

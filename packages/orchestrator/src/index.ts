@@ -1,0 +1,8 @@
+// @polish/orchestrator: the polish machine, dispatchers and the run entry point.
+export { polishMachine, POLISH_MACHINE_VERSION, type PolishContext, type PolishEvent, type PolishEmitted } from './polish-machine.js';
+export { computeVerdict, bestVersion } from './verdict.js';
+export { toRunResult, type PolishFinalState } from './run-result.js';
+export { createWaveActors, type WaveActorOptions, type WaveInput, type WaveOutput } from './wave-actors.js';
+export type { Dispatcher, DispatchOptions, DispatchOutcome } from './dispatcher.js';
+export { createInProcessDispatcher, type TaskHandler } from './in-process-dispatcher.js';
+export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './run-polish.js';

@@ -1,0 +1,215 @@
+import { assign, emit, fromPromise, setup } from 'xstate';
+import {
+  PolishError,
+  ZERO_USAGE,
+  addUsage,
+  requiredPasses,
+  type Criterion,
+  type ErrorCode,
+  type IterationRecord,
+  type ModelInfo,
+  type RunSpec,
+  type Score,
+  type Usage,
+} from '@polish/protocol';
+import { computeVerdict } from './verdict.js';
+import type { WaveInput, WaveOutput } from './wave-actors.js';
+
+/** Bumped whenever a persisted snapshot of this machine could no longer be restored. */
+export const POLISH_MACHINE_VERSION = 1;
+
+/** Everything the polish loop knows; the artifact only ever changes to a Wave 3 answer. */
+export interface PolishContext {
+  spec: RunSpec;
+  criteria: Criterion[] | null;
+  criteriaExtracted: boolean;
+  artifact: string;
+  iteration: number;
+  history: IterationRecord[];
+  usage: Usage;
+  models: ModelInfo[];
+  failure: { code: ErrorCode; reason: string } | null;
+}
+
+/** Events the machine accepts from outside. */
+export type PolishEvent = { type: 'CANCEL'; reason?: string };
+
+/** Events the machine emits for observers (see `actor.on`). */
+export type PolishEmitted =
+  | { type: 'criteria.locked'; criteria: Criterion[]; extracted: boolean }
+  | { type: 'iteration.evaluated'; record: IterationRecord };
+
+const notProvided = (name: string) =>
+  fromPromise<never, unknown>(async () => {
+    throw new Error(`actor ${name} was not provided: use machine.provide({ actors })`);
+  });
+
+function withModel(models: ModelInfo[], model: ModelInfo): ModelInfo[] {
+  const known = models.some((entry) => entry.provider === model.provider && entry.model === model.model);
+  return known ? models : [...models, model];
+}
+
+function failureOf(error: unknown): { code: ErrorCode; reason: string } {
+  const polishError = PolishError.from(error);
+  return { code: polishError.code, reason: polishError.message };
+}
+
+const lastRecord = (context: PolishContext): IterationRecord => {
+  const record = context.history.at(-1);
+  if (!record) throw new Error('no evaluation recorded yet');
+  return record;
+};
+
+/**
+ * The polish loop (DESIGN §1): Wave 1 locks criteria (skipped when given), Wave 2 scores,
+ * Wave 3 revises from the blocking gaps, until the threshold passes or the cap is reached.
+ * Wave actors are referenced by name and supplied with `machine.provide`.
+ */
+export const polishMachine = setup({
+  types: {
+    context: {} as PolishContext,
+    input: {} as { spec: RunSpec },
+    events: {} as PolishEvent,
+    emitted: {} as PolishEmitted,
+  },
+  actors: {
+    extractCriteria: notProvided('extractCriteria') as unknown as ReturnType<
+      typeof fromPromise<WaveOutput<{ criteria: Criterion[] }>, WaveInput<'criteria'>>
+    >,
+    evaluate: notProvided('evaluate') as unknown as ReturnType<
+      typeof fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>
+    >,
+    revise: notProvided('revise') as unknown as ReturnType<typeof fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>>,
+  },
+  guards: {
+    criteriaGiven: ({ context }) => context.criteria !== null,
+    thresholdMet: ({ context }) => lastRecord(context).overall === 'pass',
+    capReached: ({ context }) => context.iteration >= context.spec.cap,
+  },
+}).createMachine({
+  id: 'polish',
+  context: ({ input }) => ({
+    spec: input.spec,
+    criteria: input.spec.criteria ?? null,
+    criteriaExtracted: false,
+    artifact: input.spec.artifact,
+    iteration: 0,
+    history: [],
+    usage: ZERO_USAGE,
+    models: [],
+    failure: null,
+  }),
+  initial: 'starting',
+  on: {
+    CANCEL: {
+      target: '.cancelled',
+      actions: assign({ failure: ({ event }) => ({ code: 'CANCELLED' as const, reason: event.reason ?? 'cancelled by the caller' }) }),
+    },
+  },
+  states: {
+    starting: {
+      always: [
+        {
+          guard: 'criteriaGiven',
+          target: 'evaluating',
+          actions: emit(({ context }) => ({ type: 'criteria.locked' as const, criteria: context.criteria ?? [], extracted: false })),
+        },
+        { target: 'extracting' },
+      ],
+    },
+    extracting: {
+      invoke: {
+        src: 'extractCriteria',
+        input: ({ context }) => ({ payload: { artifact: context.artifact, goal: context.spec.goal }, iteration: 0 }),
+        onDone: [
+          {
+            // pass_N with more criteria than Wave 1 locked can never be met: stop with a reason.
+            guard: ({ context, event }) => requiredPasses(context.spec.threshold, event.output.value.criteria.length) > event.output.value.criteria.length,
+            target: 'failed',
+            actions: assign({
+              usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
+              models: ({ context, event }) => withModel(context.models, event.output.model),
+              failure: ({ context, event }) => ({
+                code: 'INVALID_INPUT' as const,
+                reason: `threshold ${context.spec.threshold} needs more criteria than the ${event.output.value.criteria.length} Wave 1 locked`,
+              }),
+            }),
+          },
+          {
+            target: 'evaluating',
+            actions: [
+              assign({
+                criteria: ({ event }) => event.output.value.criteria,
+                criteriaExtracted: true,
+                usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
+                models: ({ context, event }) => withModel(context.models, event.output.model),
+              }),
+              emit(({ event }) => ({ type: 'criteria.locked' as const, criteria: event.output.value.criteria, extracted: true })),
+            ],
+          },
+        ],
+        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+      },
+    },
+    evaluating: {
+      entry: assign({ iteration: ({ context }) => context.iteration + 1 }),
+      invoke: {
+        src: 'evaluate',
+        input: ({ context }) => ({
+          payload: { artifact: context.artifact, criteria: context.criteria ?? [] },
+          iteration: context.iteration,
+        }),
+        onDone: {
+          target: 'judging',
+          actions: [
+            assign({
+              history: ({ context, event }) => [
+                ...context.history,
+                computeVerdict({
+                  iteration: context.iteration,
+                  artifact: context.artifact,
+                  criteria: context.criteria ?? [],
+                  scores: event.output.value.scores,
+                  threshold: context.spec.threshold,
+                }),
+              ],
+              usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
+              models: ({ context, event }) => withModel(context.models, event.output.model),
+            }),
+            emit(({ context }) => ({ type: 'iteration.evaluated' as const, record: lastRecord(context) })),
+          ],
+        },
+        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+      },
+    },
+    judging: {
+      always: [
+        { guard: 'thresholdMet', target: 'converged' },
+        { guard: 'capReached', target: 'capReached' },
+        { target: 'revising' },
+      ],
+    },
+    revising: {
+      invoke: {
+        src: 'revise',
+        input: ({ context }) => ({
+          payload: { artifact: context.artifact, blocking_gaps: lastRecord(context).blocking_gaps, goal: context.spec.goal },
+          iteration: context.iteration,
+        }),
+        onDone: {
+          target: 'evaluating',
+          actions: assign({
+            artifact: ({ event }) => event.output.value.artifact,
+            usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
+            models: ({ context, event }) => withModel(context.models, event.output.model),
+          }),
+        },
+        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+      },
+    },
+    converged: { type: 'final' },
+    capReached: { type: 'final' },
+    failed: { type: 'final' },
+    cancelled: { type: 'final' },
+  },
+});

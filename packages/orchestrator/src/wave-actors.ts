@@ -1,0 +1,86 @@
+import { fromPromise } from 'xstate';
+import {
+  CriteriaResultSchema,
+  PolishError,
+  RevisionSchema,
+  evaluationSchemaFor,
+  type Criterion,
+  type ModelInfo,
+  type PayloadOf,
+  type Role,
+  type RunEvent,
+  type Usage,
+} from '@polish/protocol';
+import type { z } from 'zod';
+import type { Dispatcher } from './dispatcher.js';
+
+/** A wave's validated answer with what it cost and who gave it. */
+export interface WaveOutput<T> {
+  value: T;
+  usage: Usage;
+  model: ModelInfo;
+}
+
+/** Settings shared by the wave actors of one run. */
+export interface WaveActorOptions {
+  dispatcher: Dispatcher;
+  /**
+   * How many times a task is re-dispatched when its answer breaks the contract
+   * (agents repair model output themselves first; this guards foreign workers).
+   */
+  maxContractRedispatch?: number;
+  report?: (event: DistributiveOmit<RunEvent, 'runId' | 'at'>) => void;
+}
+
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Input of a wave actor: the payload that crosses the wire, plus the iteration for reporting only. */
+export interface WaveInput<R extends Role> {
+  payload: PayloadOf<R>;
+  iteration: number;
+}
+
+async function runWave<R extends Role, T>(
+  options: WaveActorOptions,
+  role: R,
+  input: WaveInput<R>,
+  schema: z.ZodType<T>,
+  signal: AbortSignal,
+): Promise<WaveOutput<T>> {
+  const attempts = 1 + (options.maxContractRedispatch ?? 1);
+  const started = Date.now();
+  options.report?.({ type: 'wave.started', role, iteration: input.iteration });
+  let lastProblem = '';
+  for (let attempt = 1; attempt <= attempts; attempt += 1) {
+    const outcome = await options.dispatcher.dispatch(role, input.payload, { signal });
+    const parsed = schema.safeParse(outcome.result);
+    if (parsed.success) {
+      options.report?.({
+        type: 'wave.finished',
+        role,
+        iteration: input.iteration,
+        duration_ms: Date.now() - started,
+        usage: outcome.usage,
+        model: outcome.model,
+      });
+      return { value: parsed.data, usage: outcome.usage, model: outcome.model };
+    }
+    lastProblem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+  }
+  throw new PolishError('CONTRACT_VIOLATION', `${role} agent broke the contract ${attempts} times: ${lastProblem}`);
+}
+
+/** The three wave actors of the polish machine, each going through the dispatcher. */
+export function createWaveActors(options: WaveActorOptions) {
+  return {
+    extractCriteria: fromPromise<WaveOutput<{ criteria: Criterion[] }>, WaveInput<'criteria'>>(({ input, signal }) =>
+      runWave(options, 'criteria', input, CriteriaResultSchema, signal),
+    ),
+    evaluate: fromPromise<WaveOutput<{ scores: z.infer<ReturnType<typeof evaluationSchemaFor>>['scores'] }>, WaveInput<'evaluate'>>(
+      ({ input, signal }) => runWave(options, 'evaluate', input, evaluationSchemaFor(input.payload.criteria), signal),
+    ),
+    revise: fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>(({ input, signal }) =>
+      runWave(options, 'revise', input, RevisionSchema, signal),
+    ),
+  };
+}

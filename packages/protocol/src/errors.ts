@@ -1,0 +1,57 @@
+import { z } from 'zod';
+
+/**
+ * Every failure that crosses a process boundary travels as one of these codes.
+ * Retryability is decided here, once.
+ */
+export const ErrorCodeSchema = z.enum([
+  'INVALID_INPUT', // the caller's spec or a task payload is malformed
+  'CONTRACT_VIOLATION', // an agent's answer stayed invalid after bounded repair
+  'MODEL_ERROR', // the model provider failed (auth, exhausted retries, timeout)
+  'NO_RESPONDERS', // nobody serves the role
+  'TIMEOUT', // no reply before the task deadline
+  'WORKER_CRASHED', // the worker process died holding the task
+  'CANCELLED', // the caller cancelled the run
+  'INTERNAL', // a bug: report it
+]);
+export type ErrorCode = z.infer<typeof ErrorCodeSchema>;
+
+const RETRYABLE: ReadonlySet<ErrorCode> = new Set(['NO_RESPONDERS', 'TIMEOUT', 'WORKER_CRASHED']);
+
+/** The wire form of an error. */
+export const WireErrorSchema = z.strictObject({
+  code: ErrorCodeSchema,
+  message: z.string(),
+  retryable: z.boolean(),
+});
+export type WireError = z.infer<typeof WireErrorSchema>;
+
+/** The one error class of polish: a code, a message, and whether retrying may help. */
+export class PolishError extends Error {
+  override readonly name = 'PolishError';
+  readonly code: ErrorCode;
+  readonly retryable: boolean;
+
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.retryable = options?.retryable ?? RETRYABLE.has(code);
+  }
+
+  /** Encodes this error for a reply envelope. */
+  toWire(): WireError {
+    return { code: this.code, message: this.message, retryable: this.retryable };
+  }
+
+  /** Decodes an error from a reply envelope. */
+  static fromWire(wire: WireError): PolishError {
+    return new PolishError(wire.code, wire.message, { retryable: wire.retryable });
+  }
+
+  /** Any thrown value as a PolishError (unknown errors become INTERNAL). */
+  static from(error: unknown): PolishError {
+    if (error instanceof PolishError) return error;
+    const message = error instanceof Error ? error.message : String(error);
+    return new PolishError('INTERNAL', message, { cause: error });
+  }
+}

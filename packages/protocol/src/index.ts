@@ -1,0 +1,50 @@
+// @polish/protocol: the only vocabulary the orchestrator and the agents share.
+export { PROTOCOL_VERSION } from './version.js';
+export {
+  MAX_CRITERIA,
+  CriterionSchema,
+  CriteriaListSchema,
+  CriteriaResultSchema,
+  type Criterion,
+  type CriteriaResult,
+} from './criteria.js';
+export { ScoreSchema, EvaluationSchema, evaluationSchemaFor, type Score, type Evaluation } from './evaluation.js';
+export { RevisionSchema, type Revision } from './revision.js';
+export { ThresholdSchema, requiredPasses, type Threshold } from './threshold.js';
+export { MAX_CAP, DEFAULT_CAP, RunSpecSchema, type RunSpec, type RunSpecInput } from './run-spec.js';
+export { UsageSchema, ZERO_USAGE, addUsage, ModelInfoSchema, type Usage, type ModelInfo } from './usage.js';
+export {
+  RoleSchema,
+  WAVE_OF_ROLE,
+  CriteriaPayloadSchema,
+  EvaluatePayloadSchema,
+  RevisePayloadSchema,
+  PAYLOAD_SCHEMAS,
+  RESULT_SCHEMAS,
+  type Role,
+  type CriteriaPayload,
+  type EvaluatePayload,
+  type RevisePayload,
+  type PayloadOf,
+  type ResultOf,
+} from './roles.js';
+export { ErrorCodeSchema, WireErrorSchema, PolishError, type ErrorCode, type WireError } from './errors.js';
+export {
+  TaskEnvelopeSchema,
+  TaskReplySchema,
+  WorkerInfoSchema,
+  type TaskEnvelope,
+  type TaskReply,
+  type WorkerInfo,
+} from './task.js';
+export {
+  RunStatusSchema,
+  IterationRecordSchema,
+  RunResultSchema,
+  type RunStatus,
+  type IterationRecord,
+  type RunResult,
+} from './run-result.js';
+export { RunEventSchema, type RunEvent } from './run-event.js';
+export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject } from './subjects.js';
+export { renderJsonSchemas } from './json-schemas.js';

@@ -1,0 +1,43 @@
+import { z } from 'zod';
+import { CriteriaListSchema, CriteriaResultSchema, CriterionSchema } from './criteria.js';
+import { EvaluationSchema, ScoreSchema } from './evaluation.js';
+import { RevisionSchema } from './revision.js';
+import { RunSpecSchema } from './run-spec.js';
+import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
+import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
+import { RunResultSchema } from './run-result.js';
+import { RunEventSchema } from './run-event.js';
+import { UsageSchema } from './usage.js';
+
+/** Every wire schema, by the file name its JSON Schema is published under. */
+const WIRE_SCHEMAS = {
+  'run-spec': RunSpecSchema,
+  criterion: CriterionSchema,
+  'criteria-list': CriteriaListSchema,
+  'criteria-result': CriteriaResultSchema,
+  score: ScoreSchema,
+  evaluation: EvaluationSchema,
+  revision: RevisionSchema,
+  'payload.criteria': CriteriaPayloadSchema,
+  'payload.evaluate': EvaluatePayloadSchema,
+  'payload.revise': RevisePayloadSchema,
+  'task-envelope': TaskEnvelopeSchema,
+  'task-reply': TaskReplySchema,
+  'run-result': RunResultSchema,
+  'run-event': RunEventSchema,
+  usage: UsageSchema,
+} as const;
+
+/**
+ * The JSON Schema documents for other languages, as file name → text. Checks zod cannot
+ * express in JSON Schema (unique ids, scores covering the locked criteria) are stated in
+ * each document's description and enforced on both sides of the wire.
+ */
+export function renderJsonSchemas(): Record<string, string> {
+  const files: Record<string, string> = {};
+  for (const [name, schema] of Object.entries(WIRE_SCHEMAS)) {
+    const document = z.toJSONSchema(schema, { io: 'input', unrepresentable: 'any' });
+    files[`${name}.schema.json`] = `${JSON.stringify({ $id: `polish/v1/${name}`, ...document }, null, 2)}\n`;
+  }
+  return files;
+}

@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { RoleSchema } from './roles.js';
+import { CriteriaListSchema } from './criteria.js';
+import { ModelInfoSchema, UsageSchema } from './usage.js';
+import { RunStatusSchema } from './run-result.js';
+
+const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
+
+/** What a run reports as it goes: published on `polish.v1.events.<runId>`. */
+export const RunEventSchema = z.discriminatedUnion('type', [
+  z.strictObject({ ...eventFields, type: z.literal('run.started'), cap: z.int(), threshold: z.string() }),
+  z.strictObject({ ...eventFields, type: z.literal('state.entered'), state: z.string() }),
+  z.strictObject({ ...eventFields, type: z.literal('wave.started'), role: RoleSchema, iteration: z.int().min(0) }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('wave.finished'),
+    role: RoleSchema,
+    iteration: z.int().min(0),
+    duration_ms: z.number().min(0),
+    usage: UsageSchema,
+    model: ModelInfoSchema,
+  }),
+  z.strictObject({ ...eventFields, type: z.literal('criteria.locked'), criteria: CriteriaListSchema, extracted: z.boolean() }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('iteration.evaluated'),
+    iteration: z.int().min(1),
+    passed: z.int(),
+    total: z.int(),
+    blocking_gaps: z.array(z.string()),
+  }),
+  z.strictObject({ ...eventFields, type: z.literal('run.finished'), status: RunStatusSchema, iterations: z.int(), usage: UsageSchema }),
+]);
+export type RunEvent = z.infer<typeof RunEventSchema>;

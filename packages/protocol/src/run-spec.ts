@@ -1,0 +1,34 @@
+import { z } from 'zod';
+import { CriteriaListSchema } from './criteria.js';
+import { ThresholdSchema, requiredPasses } from './threshold.js';
+
+/** Most iterations a run may be given (DESIGN §1). */
+export const MAX_CAP = 8;
+/** Iterations when the caller names none. */
+export const DEFAULT_CAP = 4;
+
+const nonBlank = z.string().min(1, 'must not be empty').refine((text) => text.trim().length > 0, 'must not be empty');
+
+/** What a caller submits: the polish loop's inputs. */
+export const RunSpecSchema = z
+  .strictObject({
+    artifact: nonBlank,
+    goal: nonBlank,
+    criteria: CriteriaListSchema.optional(),
+    threshold: ThresholdSchema.default('pass_all'),
+    cap: z.int('must be a whole number from 1 to 8').min(1, 'must be at least 1').max(MAX_CAP, `must be at most ${MAX_CAP}`).default(DEFAULT_CAP),
+  })
+  .superRefine((spec, ctx) => {
+    if (spec.threshold === 'pass_all') return;
+    const needed = requiredPasses(spec.threshold, spec.criteria?.length ?? Infinity);
+    if (needed < 1) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'pass_N needs N of at least 1' });
+    if (spec.criteria && needed > spec.criteria.length) {
+      ctx.addIssue({
+        code: 'custom',
+        path: ['threshold'],
+        message: `${spec.threshold} needs ${needed} criteria but only ${spec.criteria.length} are given`,
+      });
+    }
+  });
+export type RunSpec = z.infer<typeof RunSpecSchema>;
+export type RunSpecInput = z.input<typeof RunSpecSchema>;

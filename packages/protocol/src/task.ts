@@ -1,0 +1,44 @@
+import { z } from 'zod';
+import { PROTOCOL_VERSION } from './version.js';
+import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
+import { ModelInfoSchema, UsageSchema } from './usage.js';
+import { WireErrorSchema } from './errors.js';
+
+const envelopeFields = {
+  v: z.literal(PROTOCOL_VERSION),
+  /** Opaque and random: it must not reveal the run or the iteration to the worker. */
+  taskId: z.string().min(1),
+  /** 1 for the first dispatch of this task, 2 for its first retry, … */
+  attempt: z.int().min(1),
+  /** Epoch milliseconds after which the orchestrator no longer waits for the reply. */
+  deadline: z.int().min(0),
+};
+
+/** Work for one role. The payload is strict per role. */
+export const TaskEnvelopeSchema = z.discriminatedUnion('role', [
+  z.strictObject({ ...envelopeFields, role: z.literal('criteria'), payload: CriteriaPayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('evaluate'), payload: EvaluatePayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('revise'), payload: RevisePayloadSchema }),
+]);
+export type TaskEnvelope = z.infer<typeof TaskEnvelopeSchema>;
+
+/** Who handled a task: for logs, tests and the inspector. Never run state. */
+export const WorkerInfoSchema = z.strictObject({
+  pid: z.int(),
+  hostname: z.string(),
+});
+export type WorkerInfo = z.infer<typeof WorkerInfoSchema>;
+
+const replyFields = {
+  v: z.literal(PROTOCOL_VERSION),
+  taskId: z.string().min(1),
+  usage: UsageSchema,
+  worker: WorkerInfoSchema,
+};
+
+/** A worker's answer: the role's result (validated again by the orchestrator) or a coded error. */
+export const TaskReplySchema = z.discriminatedUnion('ok', [
+  z.strictObject({ ...replyFields, ok: z.literal(true), result: z.unknown(), model: ModelInfoSchema }),
+  z.strictObject({ ...replyFields, ok: z.literal(false), error: WireErrorSchema, model: ModelInfoSchema.optional() }),
+]);
+export type TaskReply = z.infer<typeof TaskReplySchema>;

@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Installs everything polish needs on a fresh Debian machine with Node 20, then builds it.
+# `bash scripts/setup.sh demo` also runs the demo afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PNPM_VERSION=12.4.2
+as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
+
+need_debian=()
+command -v nats-server >/dev/null 2>&1 || need_debian+=(nats-server)
+if [ ${#need_debian[@]} -gt 0 ]; then
+  echo "setup: installing Debian packages: ${need_debian[*]}" >&2
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_debian[@]}" >/dev/null
+fi
+
+if [ "$(pnpm --version 2>/dev/null || true)" != "$PNPM_VERSION" ]; then
+  echo "setup: installing pnpm $PNPM_VERSION with npm" >&2
+  as_root npm install -g --silent "pnpm@$PNPM_VERSION"
+fi
+
+echo "setup: installing dependencies and building" >&2
+pnpm install --frozen-lockfile --reporter=silent
+pnpm --silent build
+
+if [ "${1:-}" = demo ]; then
+  exec node packages/cli/dist/main.js demo
+fi

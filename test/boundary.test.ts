@@ -1,0 +1,30 @@
+import { readFileSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { REPO } from './support/cli.js';
+
+function sources(directory: string): string[] {
+  return readdirSync(directory, { withFileTypes: true }).flatMap((entry) =>
+    entry.isDirectory() ? sources(join(directory, entry.name)) : entry.name.endsWith('.ts') ? [join(directory, entry.name)] : [],
+  );
+}
+
+describe('the process boundary (DESIGN §3): orchestrator and agents share only the protocol', () => {
+  it.each([
+    ['orchestrator', 'agents'],
+    ['agents', 'orchestrator'],
+  ])('%s neither depends on nor imports %s', (from, to) => {
+    const manifest = JSON.parse(readFileSync(`${REPO}packages/${from}/package.json`, 'utf8'));
+    expect(Object.keys({ ...manifest.dependencies, ...manifest.devDependencies })).not.toContain(`@polish/${to}`);
+    for (const file of sources(`${REPO}packages/${from}/src`)) {
+      const text = readFileSync(file, 'utf8');
+      expect(text, file).not.toMatch(new RegExp(`from '(@polish/${to}|(\\.\\./)+${to}/)`));
+    }
+  });
+
+  it('keeps the protocol free of other polish packages', () => {
+    for (const file of sources(`${REPO}packages/protocol/src`)) {
+      expect(readFileSync(file, 'utf8'), file).not.toMatch(/from '@polish\//);
+    }
+  });
+});

@@ -9,3 +9,7 @@ export { revise } from './handlers/revise.js';
 export type { HandlerOutput } from './handlers/handler.js';
 export { handleTask, currentWorker, type RoleModels } from './handle-task.js';
 export * as prompts from './prompts.js';
+export { ModelSettingsSchema, createModel, type ModelSettings } from './providers/model-settings.js';
+export { WorkerConfigSchema, WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from './worker/worker-config.js';
+export { runWorker } from './worker/run-worker.js';
+export { createAgentHost, type AgentHost, type AgentHostOptions, type AgentHostEvents } from './host/agent-host.js';

@@ -9,6 +9,8 @@ export const EXIT = {
   CAP_REACHED: 3,
   FAILED: 4,
   CANCELLED: 5,
+  /** polish could not start what it needs: nats-server missing, NATS unreachable, workers failing to start. */
+  SETUP: 6,
 } as const;
 
 /** The exit code for a run's final status. */

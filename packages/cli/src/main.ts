@@ -3,7 +3,9 @@ import { Command, CommanderError, Option } from 'commander';
 import { PolishError } from '@polish/protocol';
 import { runCommand } from './commands/run.js';
 import { demoCommand } from './commands/demo.js';
+import { workerCommand } from './commands/worker.js';
 import { InputError } from './input-error.js';
+import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
 
 const program = new Command()
@@ -12,28 +14,52 @@ const program = new Command()
   .exitOverride()
   .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
-program
-  .command('run')
-  .description('polish an artifact until its criteria pass or the cap is reached')
-  .argument('<file>', 'the artifact to polish, or - for standard input')
-  .option('--goal <text>', 'what the artifact must achieve (required)')
-  .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
-  .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
-  .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
-  .option('--out <file>', 'write the final artifact here instead of standard output')
-  .option('--json', 'print the result object as JSON on standard output')
-  .addOption(new Option('--provider <name>', 'model provider').choices(['scripted']).default('scripted'))
-  .option('--script <file>', 'answers for the scripted provider (YAML or JSON)')
-  .action(async (file: string, flags) => {
-    process.exitCode = await runCommand(file, flags);
-  });
+const topologyOptions = (command: Command) =>
+  command
+    .option('--nats <url>', 'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)')
+    .option('--pool <n>', 'embedded: warm worker processes per role (default 1)')
+    .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
+    .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
+    .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 120)')
+    .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)');
+
+topologyOptions(
+  program
+    .command('run')
+    .description('polish an artifact until its criteria pass or the cap is reached')
+    .argument('<file>', 'the artifact to polish, or - for standard input')
+    .option('--goal <text>', 'what the artifact must achieve (required)')
+    .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
+    .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
+    .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
+    .option('--out <file>', 'write the final artifact here instead of standard output')
+    .option('--json', 'print the result object as JSON on standard output')
+    .addOption(new Option('--provider <name>', 'model provider for the embedded workers').choices(['scripted']).default('scripted'))
+    .option('--script <file>', 'answers for the scripted provider (YAML or JSON)'),
+).action(async (file: string, flags) => {
+  process.exitCode = await runCommand(file, flags);
+});
+
+topologyOptions(
+  program
+    .command('demo')
+    .description('run the bundled example with the scripted model (no LLM, no key needed)')
+    .option('--json', 'print the result object as JSON on standard output'),
+).action(async (flags) => {
+  process.exitCode = await demoCommand(flags);
+});
 
 program
-  .command('demo')
-  .description('run the bundled example with the scripted model (no LLM, no key needed)')
-  .option('--json', 'print the result object as JSON on standard output')
+  .command('worker')
+  .description('keep a warm pool of single-use agent worker processes connected to NATS')
+  .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
+  .option('--pool <n>', 'warm worker processes per role (default 2)')
+  .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
+  .addOption(new Option('--provider <name>', 'model provider').choices(['scripted']).default('scripted'))
+  .option('--script <file>', 'answers for the scripted provider (YAML or JSON)')
   .action(async (flags) => {
-    process.exitCode = await demoCommand(flags);
+    process.exitCode = await workerCommand(flags);
   });
 
 try {
@@ -42,12 +68,12 @@ try {
   if (error instanceof CommanderError) {
     // Help and version exit 0; usage mistakes are invalid input.
     process.exitCode = error.exitCode === 0 ? 0 : EXIT.INVALID_INPUT;
-  } else if (error instanceof InputError) {
+  } else if (error instanceof InputError || (error instanceof PolishError && error.code === 'INVALID_INPUT')) {
     process.stderr.write(`polish: invalid input: ${error.message}\n`);
     process.exitCode = EXIT.INVALID_INPUT;
-  } else if (error instanceof PolishError && error.code === 'INVALID_INPUT') {
-    process.stderr.write(`polish: invalid input: ${error.message}\n`);
-    process.exitCode = EXIT.INVALID_INPUT;
+  } else if (error instanceof SetupError) {
+    process.stderr.write(`polish: cannot start: ${error.message}\n`);
+    process.exitCode = EXIT.SETUP;
   } else {
     process.stderr.write(`polish: internal error (please report): ${(error as Error).stack ?? String(error)}\n`);
     process.exitCode = EXIT.INTERNAL;

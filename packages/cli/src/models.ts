@@ -1,4 +1,4 @@
-import { createScriptedProvider, loadScriptFile, type RoleModels } from '@polish/agents';
+import { loadScriptFile, type ModelSettings } from '@polish/agents';
 import { PolishError } from '@polish/protocol';
 import { InputError } from './input-error.js';
 
@@ -8,15 +8,19 @@ export interface ModelFlags {
   script?: string;
 }
 
-/** Builds the models the agents use from the flags; bad flags throw an InputError. */
-export function resolveModels(flags: ModelFlags): RoleModels {
+/**
+ * Model settings for workers from the flags. The script is loaded once here so a bad one is
+ * reported as invalid input before anything starts.
+ */
+export function resolveModelSettings(flags: ModelFlags): ModelSettings {
   const provider = flags.provider ?? 'scripted';
   if (provider !== 'scripted') throw new InputError('provider', `unknown provider "${provider}" (available: scripted)`);
   if (!flags.script) throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
   try {
-    return createScriptedProvider(loadScriptFile(flags.script));
+    loadScriptFile(flags.script);
   } catch (error) {
     if (error instanceof PolishError) throw new InputError('script', error.message.replace(/^script: /, ''));
     throw error;
   }
+  return { provider: 'scripted', script: flags.script };
 }

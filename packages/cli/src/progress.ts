@@ -21,6 +21,10 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         break;
       case 'wave.finished':
         labelModel(event.model);
+        write(
+          `  ${event.role} answered by process ${event.worker.pid}` +
+            `${event.attempts > 1 ? ` after ${event.attempts} dispatches` : ''} in ${Math.round(event.duration_ms)} ms`,
+        );
         break;
       case 'criteria.locked':
         write(`criteria locked (${event.extracted ? 'extracted by wave 1' : 'given'}):`);

@@ -6,6 +6,8 @@ export interface DispatchOutcome {
   usage: Usage;
   model: ModelInfo;
   worker: WorkerInfo;
+  /** Dispatches this answer took: 1 unless the task was retried. */
+  attempts: number;
 }
 
 /** Options for one dispatch. */

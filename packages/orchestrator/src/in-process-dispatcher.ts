@@ -31,7 +31,7 @@ export function createInProcessDispatcher(handler: TaskHandler, options: { taskT
       });
       const reply = TaskReplySchema.parse(await handler(task));
       if (!reply.ok) throw PolishError.fromWire(reply.error);
-      return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker };
+      return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: 1 };
     },
   };
 }

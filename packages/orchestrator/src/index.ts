@@ -6,3 +6,4 @@ export { createWaveActors, type WaveActorOptions, type WaveInput, type WaveOutpu
 export type { Dispatcher, DispatchOptions, DispatchOutcome } from './dispatcher.js';
 export { createInProcessDispatcher, type TaskHandler } from './in-process-dispatcher.js';
 export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './run-polish.js';
+export { createNatsDispatcher, type NatsDispatcherOptions } from './nats-dispatcher.js';

@@ -51,8 +51,10 @@ async function runWave<R extends Role, T>(
   const started = Date.now();
   options.report?.({ type: 'wave.started', role, iteration: input.iteration });
   let lastProblem = '';
+  let dispatches = 0;
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
     const outcome = await options.dispatcher.dispatch(role, input.payload, { signal });
+    dispatches += outcome.attempts;
     const parsed = schema.safeParse(outcome.result);
     if (parsed.success) {
       options.report?.({
@@ -62,6 +64,8 @@ async function runWave<R extends Role, T>(
         duration_ms: Date.now() - started,
         usage: outcome.usage,
         model: outcome.model,
+        worker: outcome.worker,
+        attempts: dispatches,
       });
       return { value: parsed.data, usage: outcome.usage, model: outcome.model };
     }

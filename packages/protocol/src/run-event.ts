@@ -3,6 +3,7 @@ import { RoleSchema } from './roles.js';
 import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { RunStatusSchema } from './run-result.js';
+import { WorkerInfoSchema } from './task.js';
 
 const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
 
@@ -19,6 +20,9 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     duration_ms: z.number().min(0),
     usage: UsageSchema,
     model: ModelInfoSchema,
+    /** The process that answered, and how many dispatches it took (retries and re-dispatches included). */
+    worker: WorkerInfoSchema,
+    attempts: z.int().min(1),
   }),
   z.strictObject({ ...eventFields, type: z.literal('criteria.locked'), criteria: CriteriaListSchema, extracted: z.boolean() }),
   z.strictObject({

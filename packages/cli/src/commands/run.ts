@@ -1,29 +1,68 @@
 import { PolishError, type RunResult, type RunSpec } from '@polish/protocol';
-import { createInProcessDispatcher, startPolish } from '@polish/orchestrator';
-import { handleTask, type RoleModels } from '@polish/agents';
+import { startPolish } from '@polish/orchestrator';
+import type { ModelSettings } from '@polish/agents';
 import { readSpec, type SpecFlags } from '../read-spec.js';
-import { resolveModels, type ModelFlags } from '../models.js';
+import { resolveModelSettings, type ModelFlags } from '../models.js';
 import { createProgressReporter } from '../progress.js';
 import { writeFileAtomic } from '../write-output.js';
 import { exitCodeFor } from '../exit-codes.js';
 import { InputError } from '../input-error.js';
+import { openRuntime, type RuntimeOptions } from '../runtime.js';
+import { parseSeconds, parseWholeNumber } from '../numbers.js';
+
+/** Topology flags shared by `polish run` and `polish demo`. */
+export interface TopologyFlags {
+  nats?: string;
+  pool?: string;
+  reuse?: string;
+  stateDir?: string;
+  taskTimeout?: string;
+  workerWait?: string;
+}
 
 /** Flags of `polish run`. */
-export interface RunFlags extends SpecFlags, ModelFlags {
+export interface RunFlags extends SpecFlags, ModelFlags, TopologyFlags {
   out?: string;
   json?: boolean;
 }
 
-/** Runs a validated spec to its end, reporting progress on stderr; Ctrl-C cancels. */
-export async function executeRun(spec: RunSpec, models: RoleModels): Promise<RunResult> {
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** Validates the topology flags into runtime options (model settings added by the caller). */
+export function readTopology(flags: TopologyFlags): RuntimeOptions {
+  const natsUrl = flags.nats ?? process.env.NATS_URL;
+  const pool = parseWholeNumber('pool', flags.pool, 1, 64);
+  const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000);
+  const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
+  const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
+  return {
+    ...(natsUrl ? { natsUrl } : {}),
+    ...(pool === undefined ? {} : { pool }),
+    ...(reuse === undefined ? {} : { reuse }),
+    ...(flags.stateDir ? { stateDir: flags.stateDir } : {}),
+    ...(taskTimeoutMs === undefined ? {} : { taskTimeoutMs }),
+    ...(workerWaitMs === undefined ? {} : { workerWaitMs }),
+    log,
+  };
+}
+
+/**
+ * Runs a validated spec over NATS to its end, reporting progress on stderr. Ctrl-C or
+ * SIGTERM cancels the run; whatever was started (nats-server, workers) is stopped either way.
+ */
+export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions): Promise<RunResult> {
   const controller = new AbortController();
   const cancel = (signal: NodeJS.Signals) => controller.abort(`interrupted by ${signal}`);
   process.once('SIGINT', cancel);
   process.once('SIGTERM', cancel);
   try {
-    const dispatcher = createInProcessDispatcher((task) => handleTask(task, models));
-    const run = startPolish(spec, { dispatcher, onEvent: createProgressReporter(), signal: controller.signal });
-    return await run.result;
+    const runtime = await openRuntime(runtimeOptions);
+    try {
+      if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
+      return await startPolish(spec, { dispatcher: runtime.dispatcher, onEvent: createProgressReporter(), signal: controller.signal }).result;
+    } finally {
+      await runtime.close({ abandon: controller.signal.aborted });
+    }
   } finally {
     process.off('SIGINT', cancel);
     process.off('SIGTERM', cancel);
@@ -37,21 +76,21 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else if (shipped && !flags.out) process.stdout.write(result.artifact.endsWith('\n') ? result.artifact : `${result.artifact}\n`);
   if (result.status === 'CAP_REACHED') {
-    process.stderr.write(`polish: cap reached; best version is iteration ${result.best_iteration}, remaining gaps:\n`);
-    for (const gap of result.remaining_gaps) process.stderr.write(`  ${gap}\n`);
+    log(`polish: cap reached; best version is iteration ${result.best_iteration}, remaining gaps:`);
+    for (const gap of result.remaining_gaps) log(`  ${gap}`);
   }
-  if (result.status === 'FAILED' || result.status === 'CANCELLED') {
-    process.stderr.write(`polish: ${result.status}: ${result.reason}\n`);
-  }
+  if (result.status === 'FAILED' || result.status === 'CANCELLED') log(`polish: ${result.status}: ${result.reason}`);
   return exitCodeFor(result.status);
 }
 
 /** `polish run <file|-> --goal …`: validates everything before anything runs or is written. */
 export async function runCommand(artifactPath: string, flags: RunFlags): Promise<number> {
   const spec = readSpec(artifactPath, flags);
-  const models = resolveModels(flags);
+  const topology = readTopology(flags);
+  // With --nats the workers run elsewhere with their own model settings.
+  const model: ModelSettings | undefined = topology.natsUrl && !flags.script ? undefined : resolveModelSettings(flags);
   try {
-    return emitResult(await executeRun(spec, models), flags);
+    return emitResult(await executeRun(spec, { ...topology, ...(model ? { model } : {}) }), flags);
   } catch (error) {
     if (error instanceof PolishError && error.code === 'INVALID_INPUT') throw new InputError('spec', error.message);
     throw error;

@@ -1,0 +1,23 @@
+import { z } from 'zod';
+import { RoleSchema } from '@polish/protocol';
+import { ModelSettingsSchema } from '../providers/model-settings.js';
+
+/** The environment variable a host passes a worker's configuration in. */
+export const WORKER_CONFIG_ENV = 'POLISH_WORKER_CONFIG';
+
+/** What a worker process is told by its host: where NATS is, its role, its model. */
+export const WorkerConfigSchema = z.strictObject({
+  natsUrl: z.string().min(1),
+  prefix: z.string().min(1),
+  role: RoleSchema,
+  /** Tasks this process serves before it exits: 1 by default (single use). */
+  reuse: z.int().min(1),
+  model: ModelSettingsSchema,
+});
+export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
+
+/** Messages a worker sends its host over IPC. */
+export type WorkerNotice =
+  | { type: 'ready' }
+  | { type: 'task.taken'; taskId: string }
+  | { type: 'task.done'; taskId: string; ok: boolean };

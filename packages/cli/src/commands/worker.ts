@@ -1,0 +1,70 @@
+import { createAgentHost } from '@polish/agents';
+import { RoleSchema, type Role } from '@polish/protocol';
+import { InputError } from '../input-error.js';
+import { resolveModelSettings, type ModelFlags } from '../models.js';
+import { parseWholeNumber } from '../numbers.js';
+import { SetupError } from '../setup-error.js';
+
+/** Flags of `polish worker`. */
+export interface WorkerFlags extends ModelFlags {
+  roles: string;
+  pool?: string;
+  reuse?: string;
+  nats?: string;
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+function parseRoles(raw: string): Role[] {
+  const roles = raw.split(',').map((role) => role.trim()).filter(Boolean);
+  if (roles.length === 0) throw new InputError('roles', 'name at least one role: criteria,evaluate,revise');
+  return roles.map((role) => {
+    const parsed = RoleSchema.safeParse(role);
+    if (!parsed.success) throw new InputError('roles', `unknown role "${role}" (roles: ${RoleSchema.options.join(', ')})`);
+    return parsed.data;
+  });
+}
+
+/**
+ * `polish worker`: an agent host keeping a warm pool of single-use worker processes per role.
+ * SIGTERM/SIGINT drain it: no new tasks, tasks in hand finish, then it exits 0.
+ */
+export async function workerCommand(flags: WorkerFlags): Promise<number> {
+  const roles = parseRoles(flags.roles);
+  const pool = parseWholeNumber('pool', flags.pool, 1, 64) ?? 2;
+  const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
+  const natsUrl = flags.nats ?? process.env.NATS_URL;
+  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
+  const model = resolveModelSettings(flags);
+  const host = createAgentHost({ natsUrl, roles, pool, reuse, model });
+  host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
+  host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
+  host.on('task.done', ({ pid, role, taskId, ok }) => log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`));
+  host.on('worker.exited', ({ pid, role, code, signal, crashed }) => {
+    if (crashed) log(`worker ${pid} (${role}) died (${signal ?? `exit code ${code}`}); replacing it`);
+  });
+  log(
+    `polish worker: roles ${roles.join(',')}, pool ${pool} per role, ` +
+      `${reuse === 1 ? 'one task per process' : `up to ${reuse} tasks per process (weaker isolation)`}, NATS ${natsUrl}`,
+  );
+  const stopped = new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  const ready = host.ready.then(
+    () => 'ready',
+    async (error: Error) => {
+      await host.stop();
+      throw new SetupError(error.message);
+    },
+  );
+  const outcome = await Promise.race([ready, stopped]);
+  if (outcome === 'ready') {
+    log('polish worker: all pools ready');
+    const signal = await stopped;
+    log(`polish worker: ${signal}: draining (no new tasks; tasks in hand finish)`);
+  }
+  await host.stop();
+  log('polish worker: drained, exiting');
+  return 0;
+}

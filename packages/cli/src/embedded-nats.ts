@@ -1,0 +1,60 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { SetupError } from './setup-error.js';
+
+/** A nats-server this process started. */
+export interface EmbeddedNats {
+  url: string;
+  pid: number;
+  /** Stops the server and waits for it to exit. */
+  stop(): Promise<void>;
+}
+
+/** Where the nats-server binary is looked for: `POLISH_NATS_SERVER`, else `nats-server` on PATH. */
+export const natsServerBinary = () => process.env.POLISH_NATS_SERVER ?? 'nats-server';
+
+const INSTALL_HINT =
+  'install it with `apt-get install nats-server` (Debian/Ubuntu) or `bash scripts/setup.sh`, ' +
+  'or use a running server with --nats nats://host:4222 (or NATS_URL)';
+
+/**
+ * Starts a local nats-server with JetStream on a free port of 127.0.0.1 (the server picks
+ * it: no race between choosing and binding), storing under `storeDir`.
+ */
+export function startNatsServer(options: { storeDir: string; args?: string[] }): Promise<EmbeddedNats> {
+  mkdirSync(options.storeDir, { recursive: true });
+  const binary = natsServerBinary();
+  const child = spawn(binary, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', options.storeDir, ...(options.args ?? [])], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+    // Its own process group: a terminal's Ctrl-C reaches polish, which stops the server in order.
+    detached: true,
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const stop = async () => {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
+    await exited;
+  };
+  return new Promise((resolve, reject) => {
+    let log = '';
+    let url = '';
+    child.once('error', (error: NodeJS.ErrnoException) => {
+      reject(
+        error.code === 'ENOENT'
+          ? new SetupError(`nats-server is not installed (looked for "${binary}"): ${INSTALL_HINT}`)
+          : new SetupError(`cannot start nats-server: ${error.message}`),
+      );
+    });
+    child.once('exit', (code) => reject(new SetupError(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)));
+    child.stderr?.setEncoding('utf8');
+    child.stderr?.on('data', (chunk: string) => {
+      if (url) return;
+      log += chunk;
+      const listening = /Listening for client connections on ([0-9.]+):(\d+)/.exec(log);
+      if (listening && /Server is ready/.test(log)) {
+        url = `nats://${listening[1]}:${listening[2]}`;
+        child.stderr?.resume();
+        resolve({ url, pid: child.pid ?? -1, stop });
+      }
+    });
+  });
+}

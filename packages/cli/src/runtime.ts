@@ -1,0 +1,99 @@
+import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/agents';
+import { createNatsDispatcher, type Dispatcher } from '@polish/orchestrator';
+import type { Role } from '@polish/protocol';
+import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
+import { SetupError } from './setup-error.js';
+
+/** How `polish run` and `polish demo` reach their workers. */
+export interface RuntimeOptions {
+  /** A running NATS with workers started elsewhere (`polish worker`); else everything is embedded. */
+  natsUrl?: string;
+  /** Model settings for the embedded host's workers (unused with natsUrl). */
+  model?: ModelSettings;
+  pool?: number;
+  reuse?: number;
+  stateDir?: string;
+  taskTimeoutMs?: number;
+  workerWaitMs?: number;
+  log?: (line: string) => void;
+}
+
+/** A connected runtime: a NATS dispatcher, and what to stop afterwards. */
+export interface Runtime {
+  dispatcher: Dispatcher;
+  natsUrl: string;
+  embedded: boolean;
+  /** Stops what was started. `abandon`: the run was cancelled, so tasks in hand are killed, not awaited. */
+  close(options?: { abandon?: boolean }): Promise<void>;
+}
+
+const ROLES: Role[] = ['criteria', 'evaluate', 'revise'];
+
+/** The default state folder: `$XDG_STATE_HOME/polish`, else `~/.local/state/polish`. */
+export function defaultStateDir(): string {
+  return join(process.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'polish');
+}
+
+async function connectTo(url: string): Promise<NatsConnection> {
+  try {
+    return await connect({ servers: url, name: `polish-orchestrator-${process.pid}` });
+  } catch (error) {
+    throw new SetupError(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
+  }
+}
+
+/**
+ * Opens the real topology: with `natsUrl`, a connection to it; without, a local nats-server
+ * (JetStream on, free port on 127.0.0.1, store under the state folder) and a local agent host
+ * of worker processes. `close` stops whatever was started, in order.
+ */
+export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
+  const dispatcherOptions = {
+    ...(options.taskTimeoutMs === undefined ? {} : { taskTimeoutMs: options.taskTimeoutMs }),
+    ...(options.workerWaitMs === undefined ? {} : { workerWaitMs: options.workerWaitMs }),
+  };
+  if (options.natsUrl) {
+    const connection = await connectTo(options.natsUrl);
+    return {
+      dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      natsUrl: options.natsUrl,
+      embedded: false,
+      close: () => connection.drain(),
+    };
+  }
+  if (!options.model) throw new SetupError('an embedded run needs model settings for its workers');
+  const stateDir = options.stateDir ?? defaultStateDir();
+  mkdirSync(stateDir, { recursive: true });
+  const storeDir = mkdtempSync(join(stateDir, 'nats-'));
+  let server: EmbeddedNats | undefined;
+  let host: AgentHost | undefined;
+  let connection: NatsConnection | undefined;
+  const close = async (closeOptions: { abandon?: boolean } = {}) => {
+    await connection?.drain().catch(() => undefined);
+    await host?.stop(closeOptions.abandon ? { graceMs: 0 } : {});
+    await server?.stop();
+    rmSync(storeDir, { recursive: true, force: true });
+  };
+  try {
+    server = await startNatsServer({ storeDir });
+    options.log?.(`polish: started nats-server (pid ${server.pid}) on ${server.url}`);
+    host = createAgentHost({
+      natsUrl: server.url,
+      roles: ROLES,
+      pool: options.pool ?? 1,
+      ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
+      model: options.model,
+    });
+    await host.ready;
+    options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);
+    connection = await connectTo(server.url);
+    return { dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }), natsUrl: server.url, embedded: true, close };
+  } catch (error) {
+    await close();
+    throw error;
+  }
+}

@@ -1,0 +1,186 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createNatsDispatcher, startPolish as startRun, type NatsDispatcherOptions } from '@polish/orchestrator';
+import { loadScriptFile } from '@polish/agents';
+import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
+import { startNats, type NatsFixture } from './support/nats.js';
+import { processesTagged, startHost, startPolish, stop } from './support/processes.js';
+
+const demo = 'examples/demo';
+const spec: RunSpecInput = {
+  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
+  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
+};
+const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8'));
+const scratch = mkdtempSync(join(tmpdir(), 'polish-nats-test-'));
+
+/** The demo script with every evaluate answer slowed down, so a test can act while a worker holds one. */
+function slowScript(delayMs: number): string {
+  const script = loadScriptFile(`${demo}/script.yaml`);
+  const path = join(scratch, `slow-${delayMs}.json`);
+  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, delay_ms: delayMs })) }));
+  return path;
+}
+
+/** What must be equal between a disturbed and an undisturbed run. */
+const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
+
+describe('agents as single-use worker processes over NATS', () => {
+  let nats: NatsFixture;
+  let undisturbed: RunResult;
+
+  beforeAll(async () => {
+    nats = await startNats();
+  });
+  afterAll(async () => {
+    await nats.stop();
+  });
+
+  async function run(input: RunSpecInput, options: Partial<NatsDispatcherOptions> = {}) {
+    const events: RunEvent[] = [];
+    const dispatcher = createNatsDispatcher({ connection: nats.connection, ...options });
+    const result = await startRun(input, { dispatcher, onEvent: (event) => events.push(event) }).result;
+    const answers = events.flatMap((event) => (event.type === 'wave.finished' ? [event] : []));
+    return { result, events, answers };
+  }
+
+  it('runs the whole loop over NATS, every task in a different worker process', async () => {
+    // Three per role: with an instant scripted model, tasks come faster than a replacement boots.
+    const host = await startHost(nats.server.url, ['--pool', '3', '--script', `${demo}/script.yaml`]);
+    try {
+      const { result, answers } = await run(spec);
+      undisturbed = result;
+      expect(result.status).toBe('CONVERGED');
+      expect(result.iterations).toBe(3);
+      expect(answers.map((answer) => answer.role)).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
+      const pids = answers.map((answer) => answer.worker.pid);
+      expect(new Set(pids).size).toBe(pids.length);
+      expect(pids).not.toContain(process.pid);
+      for (const pid of pids) expect(host.pids()).toContain(pid);
+      expect(answers.map((answer) => answer.attempts)).toEqual([1, 1, 1, 1, 1, 1]);
+    } finally {
+      await stop(host);
+    }
+  });
+
+  it('completes with the same result when a worker holding an evaluate task is killed with SIGKILL', async () => {
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    try {
+      const running = run(spec, { taskTimeoutMs: 2_500 });
+      const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
+      process.kill(Number(pid), 'SIGKILL');
+      const { result, answers } = await running;
+      expect(outcome(result)).toEqual(outcome(undisturbed));
+      expect(answers.find((answer) => answer.role === 'evaluate')?.attempts).toBe(2);
+      expect(answers.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
+      await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
+    } finally {
+      await stop(host);
+    }
+  });
+
+  it('ends FAILED naming the role when no worker serves it, within the configured wait', async () => {
+    const host = await startHost(nats.server.url, ['--roles', 'criteria,revise', '--pool', '1', '--script', `${demo}/script.yaml`]);
+    try {
+      const { result } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
+      expect(result.status).toBe('FAILED');
+      if (result.status !== 'FAILED') return;
+      expect(result.code).toBe('NO_RESPONDERS');
+      expect(result.reason).toBe('no evaluate workers answered within 1 s (nobody serves polish.v1.task.evaluate)');
+      expect(result.artifact).toBe(spec.artifact);
+    } finally {
+      await stop(host);
+    }
+  });
+
+  it('spreads tasks over two hosts on the same NATS', async () => {
+    const first = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script-stubborn.yaml`]);
+    const second = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script-stubborn.yaml`]);
+    try {
+      // 16 tasks (1 + 8 evaluations + 7 revisions): all on one host has odds of about 1 in 30,000.
+      const { result, answers } = await run({ ...spec, cap: 8 });
+      expect(result.status).toBe('CAP_REACHED');
+      const pids = answers.map((answer) => answer.worker.pid);
+      expect(pids).toHaveLength(16);
+      expect(pids.some((pid) => first.pids().includes(pid))).toBe(true);
+      expect(pids.some((pid) => second.pids().includes(pid))).toBe(true);
+    } finally {
+      await Promise.all([stop(first), stop(second)]);
+    }
+  });
+
+  it('loses no task when a host is shut down gracefully mid-run', async () => {
+    const draining = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    const running = run(spec);
+    const [, pid, taskId] = await draining.waitFor(/^worker (\d+) \(evaluate\) took task (\S+)/);
+    draining.child.kill('SIGTERM');
+    const successor = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    try {
+      expect(await draining.exited).toEqual({ code: 0, signal: null });
+      const drainedAt = draining.lines.findIndex((line) => line.includes('SIGTERM: draining'));
+      const answeredAt = draining.lines.indexOf(`worker ${pid} (evaluate) answered task ${taskId} (ok)`);
+      expect(drainedAt).toBeGreaterThan(-1);
+      expect(answeredAt).toBeGreaterThan(drainedAt);
+      const { result, answers } = await running;
+      expect(outcome(result)).toEqual(outcome(undisturbed));
+      // The task in hand was answered by the draining worker on its first dispatch: not lost, not redone.
+      expect(answers.find((answer) => answer.role === 'evaluate')).toMatchObject({ attempts: 1, worker: { pid: Number(pid) } });
+      expect(answers.some((answer) => successor.pids().includes(answer.worker.pid))).toBe(true);
+    } finally {
+      await stop(successor);
+    }
+  });
+});
+
+describe('polish run/demo with embedded NATS (real processes)', () => {
+  it('polish demo starts nats-server and workers, converges, and leaves no process behind', async () => {
+    const tag = randomUUID();
+    const demoRun = startPolish(['demo', '--state-dir', join(scratch, 'state'), '--json'], { POLISH_TEST_TAG: tag });
+    expect(await demoRun.exited).toEqual({ code: 0, signal: null });
+    expect(demoRun.lines.join('\n')).toMatch(/started nats-server \(pid \d+\) on nats:\/\/127\.0\.0\.1:\d+/);
+    expect(demoRun.lines.join('\n')).toContain('3 worker processes ready');
+    const result = RunResultSchema.parse(JSON.parse(demoRun.stdout()));
+    expect([result.status, result.iterations]).toEqual(['CONVERGED', 3]);
+    expect(processesTagged(tag)).toEqual([]);
+  });
+
+  it('Ctrl-C cancels an embedded run: exit 5, and nothing left running', async () => {
+    const tag = randomUUID();
+    const running = startPolish(
+      ['run', `${demo}/artifact.md`, '--goal', 'g', '--script', slowScript(60_000), '--state-dir', join(scratch, 'state')],
+      { POLISH_TEST_TAG: tag },
+    );
+    await running.waitFor(/^iteration 1: wave 2, evaluating/);
+    running.child.kill('SIGINT');
+    expect(await running.exited).toEqual({ code: 5, signal: null });
+    expect(running.lines).toContain('polish: CANCELLED: interrupted by SIGINT');
+    expect(processesTagged(tag)).toEqual([]);
+  });
+
+  it('a missing nats-server binary is a clear setup error (exit 6) saying how to install it', async () => {
+    const missing = startPolish(['demo'], { POLISH_NATS_SERVER: join(scratch, 'no-such-nats-server') });
+    expect((await missing.exited).code).toBe(6);
+    expect(missing.lines.join('\n')).toContain('nats-server is not installed');
+    expect(missing.lines.join('\n')).toContain('apt-get install nats-server');
+  });
+
+  it('polish run --nats uses workers started elsewhere with polish worker', async () => {
+    const nats = await startNats();
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
+    try {
+      const remote = startPolish(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', nats.server.url, '--json']);
+      expect(await remote.exited).toEqual({ code: 0, signal: null });
+      expect(remote.lines).toContain(`polish: using workers on ${nats.server.url}`);
+      expect(remote.lines.join('\n')).not.toContain('started nats-server');
+      const result = RunResultSchema.parse(JSON.parse(remote.stdout()));
+      expect(result.status).toBe('CONVERGED');
+      expect(host.lines.filter((line) => / answered task /.test(line))).toHaveLength(6);
+    } finally {
+      await stop(host);
+      await nats.stop();
+    }
+  });
+});

@@ -1,0 +1,28 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { startNatsServer, type EmbeddedNats } from '@polish/cli';
+
+/** A real nats-server on a free loopback port, for one test file. */
+export interface NatsFixture {
+  server: EmbeddedNats;
+  connection: NatsConnection;
+  stop(): Promise<void>;
+}
+
+/** Starts a real nats-server (JetStream on) in a temp folder and connects to it. */
+export async function startNats(): Promise<NatsFixture> {
+  const storeDir = mkdtempSync(join(tmpdir(), 'polish-nats-'));
+  const server = await startNatsServer({ storeDir });
+  const connection = await connect({ servers: server.url });
+  return {
+    server,
+    connection,
+    async stop() {
+      await connection.drain().catch(() => undefined);
+      await server.stop();
+      rmSync(storeDir, { recursive: true, force: true });
+    },
+  };
+}

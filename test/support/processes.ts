@@ -1,0 +1,81 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import { createInterface } from 'node:readline';
+import { POLISH, REPO } from './cli.js';
+
+/** A `polish …` child process whose stderr lines can be awaited. */
+export interface WatchedProcess {
+  child: ChildProcess;
+  lines: string[];
+  /** Resolves with the first stderr line (past or future) matching the pattern. */
+  waitFor(pattern: RegExp): Promise<RegExpExecArray>;
+  /** Resolves with the exit code (or signal) once the process has exited. */
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  stdout(): string;
+}
+
+/** Starts the built `polish` with these arguments, watching its stderr line by line. */
+export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): WatchedProcess {
+  const child = spawn(process.execPath, [POLISH, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const lines: string[] = [];
+  const waiters: { pattern: RegExp; resolve: (match: RegExpExecArray) => void }[] = [];
+  let stdout = '';
+  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+  createInterface({ input: child.stderr! }).on('line', (line) => {
+    lines.push(line);
+    for (const waiter of [...waiters]) {
+      const match = waiter.pattern.exec(line);
+      if (match) {
+        waiters.splice(waiters.indexOf(waiter), 1);
+        waiter.resolve(match);
+      }
+    }
+  });
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
+    child.once('exit', (code, signal) => resolve({ code, signal })),
+  );
+  return {
+    child,
+    lines,
+    exited,
+    stdout: () => stdout,
+    waitFor(pattern) {
+      for (const line of lines) {
+        const match = pattern.exec(line);
+        if (match) return Promise.resolve(match);
+      }
+      return new Promise((resolve, reject) => {
+        waiters.push({ pattern, resolve });
+        void exited.then(() => reject(new Error(`process exited before a line matched ${pattern}:\n${lines.join('\n')}`)));
+      });
+    },
+  };
+}
+
+/** Starts `polish worker` and waits until all its pools are ready. */
+export async function startHost(natsUrl: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<WatchedProcess & { pids: () => number[] }> {
+  const host = startPolish(['worker', '--nats', natsUrl, ...args], env);
+  await host.waitFor(/all pools ready/);
+  const pids = () => host.lines.flatMap((line) => /^worker (\d+) \(\w+\) ready/.exec(line)?.[1] ?? []).map(Number);
+  return { ...host, pids };
+}
+
+/** Stops a watched process with SIGTERM and waits for it to exit. */
+export async function stop(process_: WatchedProcess): Promise<void> {
+  if (process_.child.exitCode === null && process_.child.signalCode === null) process_.child.kill('SIGTERM');
+  await process_.exited;
+}
+
+/** Pids of live processes whose environment holds `TAG=value` (to prove nothing was left behind). */
+export function processesTagged(tag: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`POLISH_TEST_TAG=${tag}`)) found.push(Number(entry));
+    } catch {
+      // The process ended while we looked: it is not left behind.
+    }
+  }
+  return found;
+}

@@ -1,4 +1,4 @@
-import { z } from 'zod';
+import type { z } from 'zod';
 import { PolishError, ZERO_USAGE, addUsage, type Role, type Usage } from '@polish/protocol';
 import type { ModelMessage, ModelProvider } from './providers/model-provider.js';
 
@@ -12,6 +12,8 @@ export interface ValidatedRequest<T> {
   system: string;
   prompt: string;
   schema: z.ZodType<T>;
+  /** JSON Schema of the answer, for providers with structured output (computed once per role, not per call). */
+  jsonSchema: Record<string, unknown>;
   payload: Readonly<Record<string, unknown>>;
   maxRepairs?: number;
 }
@@ -40,7 +42,6 @@ function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { pr
  */
 export async function generateValidated<T>(request: ValidatedRequest<T>): Promise<{ value: T; usage: Usage }> {
   const maxRepairs = request.maxRepairs ?? DEFAULT_MAX_REPAIRS;
-  const jsonSchema = z.toJSONSchema(request.schema, { unrepresentable: 'any' }) as Record<string, unknown>;
   const messages: ModelMessage[] = [{ role: 'user', content: request.prompt }];
   let usage = ZERO_USAGE;
   for (let round = 0; ; round += 1) {
@@ -48,7 +49,7 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
       role: request.role,
       system: request.system,
       messages: [...messages],
-      jsonSchema,
+      jsonSchema: request.jsonSchema,
       payload: request.payload,
     });
     usage = addUsage(usage, response.usage);

@@ -1,8 +1,21 @@
-import { evaluationSchemaFor, type EvaluatePayload, type Evaluation } from '@polish/protocol';
+import { EvaluationSchema, evaluationSchemaFor, type Criterion, type EvaluatePayload, type Evaluation } from '@polish/protocol';
 import type { ModelProvider } from '../providers/model-provider.js';
 import { EVALUATE_SYSTEM, evaluatePrompt } from '../prompts.js';
 import { generateValidated } from '../generate-validated.js';
-import type { HandlerOutput } from './handler.js';
+import { answerJsonSchema, type HandlerOutput } from './handler.js';
+
+const BASE_JSON_SCHEMA = answerJsonSchema(EvaluationSchema);
+
+/** The answer's JSON Schema narrowed to the locked ids: one score per criterion, no other id. */
+function evaluationJsonSchema(criteria: readonly Criterion[]): Record<string, unknown> {
+  const schema = structuredClone(BASE_JSON_SCHEMA) as {
+    properties: { scores: { minItems?: number; maxItems?: number; items: { properties: { criterion_id: { enum?: string[] } } } } };
+  };
+  schema.properties.scores.minItems = criteria.length;
+  schema.properties.scores.maxItems = criteria.length;
+  schema.properties.scores.items.properties.criterion_id.enum = criteria.map((criterion) => criterion.id);
+  return schema;
+}
 
 /** Wave 2: scores the artifact against exactly the locked criteria; knows nothing else. */
 export function evaluate(payload: EvaluatePayload, model: ModelProvider): Promise<HandlerOutput<Evaluation>> {
@@ -12,6 +25,7 @@ export function evaluate(payload: EvaluatePayload, model: ModelProvider): Promis
     system: EVALUATE_SYSTEM,
     prompt: evaluatePrompt(payload),
     schema: evaluationSchemaFor(payload.criteria),
+    jsonSchema: evaluationJsonSchema(payload.criteria),
     payload,
   });
 }

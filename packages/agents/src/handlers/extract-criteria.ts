@@ -2,7 +2,9 @@ import { CriteriaResultSchema, type CriteriaPayload, type CriteriaResult } from 
 import type { ModelProvider } from '../providers/model-provider.js';
 import { CRITERIA_SYSTEM, criteriaPrompt } from '../prompts.js';
 import { generateValidated } from '../generate-validated.js';
-import type { HandlerOutput } from './handler.js';
+import { answerJsonSchema, type HandlerOutput } from './handler.js';
+
+const ANSWER_JSON_SCHEMA = answerJsonSchema(CriteriaResultSchema);
 
 /** Wave 1: reads artifact + goal, returns 1..8 falsifiable criteria. */
 export function extractCriteria(payload: CriteriaPayload, model: ModelProvider): Promise<HandlerOutput<CriteriaResult>> {
@@ -12,6 +14,7 @@ export function extractCriteria(payload: CriteriaPayload, model: ModelProvider):
     system: CRITERIA_SYSTEM,
     prompt: criteriaPrompt(payload),
     schema: CriteriaResultSchema,
+    jsonSchema: ANSWER_JSON_SCHEMA,
     payload,
   });
 }

@@ -1,5 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SUBJECT_PREFIX, type Role } from '@polish/protocol';
@@ -19,6 +20,8 @@ export interface AgentHostOptions {
   model: ModelSettings;
   /** Extra environment for the workers (keys are read by workers from their environment). */
   env?: NodeJS.ProcessEnv;
+  /** Worker processes booting at once. Default: one less than the cores, at least 1. */
+  bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
 }
@@ -69,6 +72,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const pool = options.pool ?? 2;
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
   const entry = workerEntry();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
   const slots = new Map<number, WorkerSlot>();
@@ -87,9 +91,25 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const checkReady = () => {
     if (options.roles.every((role) => available(role).filter((slot) => slot.ready).length >= pool)) markReady();
   };
+  // Boots are queued and started `bootConcurrency` at a time, so a burst of replacements does
+  // not take every core from the workers that are answering tasks right now.
+  const queued: Role[] = [];
+  let booting = 0;
+  const bootNext = () => {
+    while (!stopping && booting < bootConcurrency && queued.length > 0) {
+      booting += 1;
+      spawnWorker(queued.shift() as Role);
+    }
+  };
   const replenish = (role: Role) => {
     if (stopping) return;
-    for (let count = available(role).length; count < pool; count += 1) spawnWorker(role);
+    const wanted = pool - available(role).length - queued.filter((entry) => entry === role).length;
+    for (let index = 0; index < wanted; index += 1) queued.push(role);
+    bootNext();
+  };
+  const booted = () => {
+    booting -= 1;
+    bootNext();
   };
 
   const spawnWorker = (role: Role) => {
@@ -98,6 +118,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     const child = fork(entry, [], {
       env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      // Its own process group: a terminal's Ctrl-C reaches the host, which stops workers in order.
+      // A worker whose host dies sees the IPC channel close and drains by itself.
+      detached: true,
     });
     const pid = child.pid ?? -1;
     const slot: WorkerSlot = { child, role, ready: false, tasksTaken: 0 };
@@ -105,12 +128,14 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     child.on('message', (notice: WorkerNotice) => {
       if (notice.type === 'ready') {
         slot.ready = true;
+        booted();
         bootFailures = 0;
         host.emit('worker.ready', { pid, role, bootMs: performance.now() - started });
         checkReady();
       } else if (notice.type === 'task.taken') {
         slot.tasksTaken += 1;
         host.emit('task.taken', { pid, role, taskId: notice.taskId });
+        // Replace it now, not when it exits: with a real model the successor is warm long before this task ends.
         replenish(role);
       } else {
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
@@ -118,6 +143,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     });
     child.on('exit', (code, signal) => {
       slots.delete(pid);
+      if (!slot.ready) booted();
       const crashed = code !== 0;
       host.emit('worker.exited', { pid, role, code, signal, crashed });
       if (stopping) return;

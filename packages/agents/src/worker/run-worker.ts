@@ -3,6 +3,7 @@ import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject } from '@polish/
 import { handleTask, currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { WorkerConfig, WorkerNotice } from './worker-config.js';
+import { warmUp } from './warm-up.js';
 
 /**
  * One worker process's life: connect, take at most `reuse` tasks of one role from the role's
@@ -14,6 +15,7 @@ export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNot
   const model = createModel(config.model);
   const worker = currentWorker();
   const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}` });
+  await warmUp(config.role, connection);
   const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: config.reuse });
   // drain() rejects once the subscription has already closed (max reached): nothing to stop then.
   const onStop = () => void subscription.drain().catch(() => undefined);

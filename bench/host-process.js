@@ -1,0 +1,58 @@
+// Starts `polish worker` as its own process, the way it is deployed, and follows its log.
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+
+const POLISH = fileURLToPath(new URL('../packages/cli/dist/main.js', import.meta.url));
+
+/**
+ * A running agent host: boot times and worker pids from its log, and a way to wait until a
+ * role has `count` ready, unused task slots (a warm pool).
+ */
+export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script }) {
+  const child = spawn(
+    process.execPath,
+    [POLISH, 'worker', '--nats', natsUrl, '--roles', roles.join(','), '--pool', String(pool), '--reuse', String(reuse), '--script', script],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  const available = new Map(roles.map((role) => [role, 0]));
+  const boots = [];
+  const pids = [];
+  let taken = 0;
+  let waiters = [];
+  let markReady;
+  const ready = new Promise((resolve) => (markReady = resolve));
+  const settle = () => {
+    waiters = waiters.filter((waiter) => (waiter.done() ? (waiter.resolve(), false) : true));
+  };
+  createInterface({ input: child.stderr }).on('line', (line) => {
+    const booted = /^worker (\d+) \((\S+)\) ready in (\d+) ms/.exec(line);
+    const took = /^worker \d+ \((\S+)\) took task/.exec(line);
+    if (booted) {
+      pids.push(Number(booted[1]));
+      boots.push(Number(booted[3]));
+      available.set(booted[2], available.get(booted[2]) + reuse);
+    } else if (took) {
+      taken += 1;
+      available.set(took[1], available.get(took[1]) - 1);
+    } else if (line.includes('all pools ready')) {
+      markReady();
+    }
+    settle();
+  });
+  const until = (done) => (done() ? Promise.resolve() : new Promise((resolve) => waiters.push({ done, resolve })));
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  await Promise.race([ready, exited.then(() => Promise.reject(new Error('polish worker exited before it was ready')))]);
+  return {
+    boots,
+    pids,
+    /** Resolves once the role has at least `count` ready, unused task slots. */
+    warm: (role, count = 1) => until(() => available.get(role) >= count),
+    /** Resolves once the host has logged `count` tasks taken in all (its log lags the replies). */
+    taken: (count) => until(() => taken >= count),
+    async stop() {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}

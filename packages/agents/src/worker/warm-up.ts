@@ -1,0 +1,47 @@
+import { createInbox, type NatsConnection } from '@nats-io/transport-node';
+import { PROTOCOL_VERSION, TaskReplySchema, type Role, type TaskEnvelope } from '@polish/protocol';
+import { handleTask } from '../handle-task.js';
+import { createScriptedProvider } from '../providers/scripted-provider.js';
+
+const criteria = [{ id: 'C1', text: 'warm-up criterion' }];
+
+const ANSWERS: Record<Role, unknown> = {
+  criteria: { criteria },
+  evaluate: { scores: [{ criterion_id: 'C1', pass: false, gap: 'warm-up gap' }] },
+  revise: { artifact: 'warm-up artifact, revised' },
+};
+
+function syntheticTask(role: Role): TaskEnvelope {
+  const common = { v: PROTOCOL_VERSION, taskId: 'warm-up', attempt: 1, deadline: 0 } as const;
+  switch (role) {
+    case 'criteria':
+      return { ...common, role, payload: { artifact: 'warm-up artifact', goal: 'warm-up goal' } };
+    case 'evaluate':
+      return { ...common, role, payload: { artifact: 'warm-up artifact', criteria } };
+    case 'revise':
+      return { ...common, role, payload: { artifact: 'warm-up artifact', blocking_gaps: ['C1: warm-up gap'], goal: 'warm-up goal' } };
+  }
+}
+
+/**
+ * Runs one synthetic task of the role through the whole path a real task takes (a NATS request
+ * to a private inbox, the subscription iterator, envelope parse, prompt, JSON Schema,
+ * validation, reply) against a local scripted answer, before the worker says it is ready. A
+ * single-use process otherwise pays V8's cold start on the real task, inside the hop. Nothing
+ * is kept, and no task subject is touched.
+ */
+export async function warmUp(role: Role, connection: NatsConnection): Promise<void> {
+  // The same path a real task takes, NATS included: request → subscription iterator → handler → respond.
+  const subject = createInbox();
+  const subscription = connection.subscribe(subject, { max: 1 });
+  const served = (async () => {
+    for await (const message of subscription) {
+      const reply = await handleTask(message.json(), createScriptedProvider(() => ANSWERS[role]));
+      message.respond(JSON.stringify(reply));
+    }
+  })();
+  const answer = await connection.request(subject, JSON.stringify(syntheticTask(role)), { timeout: 10_000 });
+  await served;
+  const reply = TaskReplySchema.parse(answer.json());
+  if (!reply.ok) throw new Error(`worker warm-up failed: ${reply.error.message}`);
+}

@@ -74,7 +74,8 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
   let connection: NatsConnection | undefined;
   const close = async (closeOptions: { abandon?: boolean } = {}) => {
     await connection?.drain().catch(() => undefined);
-    await host?.stop(closeOptions.abandon ? { graceMs: 0 } : {});
+    // After a run has ended no task is in hand, so a worker that does not leave within 30 s is stuck.
+    await host?.stop({ graceMs: closeOptions.abandon ? 0 : 30_000 });
     await server?.stop();
     rmSync(storeDir, { recursive: true, force: true });
   };

@@ -28,6 +28,8 @@ export interface AgentHostOptions {
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
 export interface AgentHostEvents {
+  /** The process runs and handles signals; it is not connected or subscribed yet. */
+  'worker.started': [{ pid: number; role: Role }];
   'worker.ready': [{ pid: number; role: Role; bootMs: number }];
   'task.taken': [{ pid: number; role: Role; taskId: string }];
   'task.done': [{ pid: number; role: Role; taskId: string; ok: boolean }];
@@ -126,7 +128,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     const slot: WorkerSlot = { child, role, ready: false, tasksTaken: 0 };
     slots.set(pid, slot);
     child.on('message', (notice: WorkerNotice) => {
-      if (notice.type === 'ready') {
+      if (notice.type === 'started') {
+        host.emit('worker.started', { pid, role });
+      } else if (notice.type === 'ready') {
         slot.ready = true;
         booted();
         bootFailures = 0;

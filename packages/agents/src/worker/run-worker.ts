@@ -16,6 +16,8 @@ export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNot
   const worker = currentWorker();
   const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}` });
   await warmUp(config.role, connection);
+  // Stopped while booting (the abort event has already fired): leave without taking a task.
+  if (stop.aborted) return connection.drain();
   const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: config.reuse });
   // drain() rejects once the subscription has already closed (max reached): nothing to stop then.
   const onStop = () => void subscription.drain().catch(() => undefined);

@@ -18,6 +18,7 @@ export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
 /** Messages a worker sends its host over IPC. */
 export type WorkerNotice =
+  | { type: 'started' }
   | { type: 'ready' }
   | { type: 'task.taken'; taskId: string }
   | { type: 'task.done'; taskId: string; ok: boolean };

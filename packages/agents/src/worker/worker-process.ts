@@ -8,6 +8,7 @@ const stop = new AbortController();
 process.once('SIGTERM', () => stop.abort());
 process.once('SIGINT', () => stop.abort());
 process.once('disconnect', () => stop.abort());
+notify({ type: 'started' });
 
 try {
   const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));

@@ -1,4 +1,4 @@
-import { createScriptedProvider, handleTask, type ModelRequest, type ScriptFunction } from '@polish/agents';
+import { createScriptedProvider, handleTask, type ModelRequest, type RoleModels, type ScriptFunction } from '@polish/agents';
 import { createInProcessDispatcher, startPolish, type RunPolishOptions } from '@polish/orchestrator';
 import type { Criterion, RunEvent, RunResult, RunSpecInput } from '@polish/protocol';
 
@@ -55,14 +55,22 @@ export async function runScripted(
     requests.push(request);
     return script(request);
   });
+  return { ...(await runWithModels(spec, model, options)), requests };
+}
+
+/** Runs the polish loop in process through the real agent handlers with these models. */
+export async function runWithModels(spec: RunSpecInput, models: RoleModels, options: Partial<RunPolishOptions> = {}) {
   const events: RunEvent[] = [];
   const run = startPolish(spec, {
-    dispatcher: createInProcessDispatcher((task) => handleTask(task, model)),
+    dispatcher: createInProcessDispatcher((task) => handleTask(task, models)),
     onEvent: (event) => events.push(event),
     ...options,
   });
-  return { result: await run.result, events, requests };
+  return { result: await run.result, events };
 }
+
+/** The artifact inside a prompt's <artifact> fence. */
+export const fencedArtifact = (text: string) => /<artifact>\n([\s\S]*)\n<\/artifact>/.exec(text)?.[1] ?? '';
 
 /** The roles of the model calls made, in order. */
 export const rolesOf = (requests: ModelRequest[]) => requests.map((request) => request.role);

@@ -1,12 +1,15 @@
-// Bundles the worker entry into one file: a worker process then loads one module instead of
-// hundreds, which roughly halves its boot time (see docs/benchmarks.md).
+// Bundles the worker entry: a worker process then loads a few modules instead of hundreds,
+// which roughly halves its boot time (see docs/benchmarks.md). Each model SDK stays in its own
+// chunk, loaded only by the workers that use it.
 import { build } from 'rolldown';
+import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../dist/', import.meta.url));
+rmSync(`${dist}worker-bundle`, { recursive: true, force: true });
 await build({
-  input: `${dist}worker/worker-process.js`,
+  input: { 'worker-process': `${dist}worker/worker-process.js` },
   platform: 'node',
   logLevel: 'warn',
-  output: { file: `${dist}worker-bundle.mjs`, format: 'esm', minify: true },
+  output: { dir: `${dist}worker-bundle`, format: 'esm', minify: true, entryFileNames: '[name].mjs', chunkFileNames: '[name]-[hash].mjs' },
 });

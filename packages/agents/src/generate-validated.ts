@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { PolishError, ZERO_USAGE, addUsage, type Role, type Usage } from '@polish/protocol';
-import type { ModelMessage, ModelProvider } from './providers/model-provider.js';
+import type { ContentPart, ModelMessage, ModelProvider } from './providers/model-provider.js';
 
 /** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
 export const DEFAULT_MAX_REPAIRS = 2;
@@ -10,7 +10,7 @@ export interface ValidatedRequest<T> {
   model: ModelProvider;
   role: Role;
   system: string;
-  prompt: string;
+  prompt: string | ContentPart[];
   schema: z.ZodType<T>;
   /** JSON Schema of the answer, for providers with structured output (computed once per role, not per call). */
   jsonSchema: Record<string, unknown>;

@@ -1,5 +1,5 @@
 // @polish/agents: role handlers, prompts, model providers.
-export type { ModelProvider, ModelRequest, ModelResponse, ModelMessage } from './providers/model-provider.js';
+export { textOf, type ModelProvider, type ModelRequest, type ModelResponse, type ModelMessage, type ContentPart } from './providers/model-provider.js';
 export { createScriptedProvider, type ScriptFunction } from './providers/scripted-provider.js';
 export { ScriptFileSchema, loadScriptFile, type ScriptFile, type ScriptRule } from './providers/script-file.js';
 export { generateValidated, DEFAULT_MAX_REPAIRS, type ValidatedRequest } from './generate-validated.js';
@@ -13,3 +13,7 @@ export { ModelSettingsSchema, createModel, type ModelSettings } from './provider
 export { WorkerConfigSchema, WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from './worker/worker-config.js';
 export { runWorker } from './worker/run-worker.js';
 export { createAgentHost, type AgentHost, type AgentHostOptions, type AgentHostEvents } from './host/agent-host.js';
+export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
+export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './providers/model-spec.js';
+// The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
+// so that importing the agents does not load both SDKs.

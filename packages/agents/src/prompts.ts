@@ -1,4 +1,5 @@
 import type { CriteriaPayload, EvaluatePayload, RevisePayload } from '@polish/protocol';
+import type { ContentPart } from './providers/model-provider.js';
 
 // Prompts put the stable part first (system, then criteria) so providers can cache that prefix,
 // and fence the artifact as data: text inside it is never an instruction.
@@ -41,10 +42,13 @@ export function criteriaPrompt(payload: CriteriaPayload): string {
   return `Goal: ${payload.goal}\n\n${fence(payload.artifact)}`;
 }
 
-/** The user turn for Wave 2: the locked criteria (stable across iterations) before the artifact. */
-export function evaluatePrompt(payload: EvaluatePayload): string {
+/**
+ * The user turn for Wave 2: the locked criteria first, marked as a cacheable prefix (they are
+ * the same in every evaluation of a run), then the artifact.
+ */
+export function evaluatePrompt(payload: EvaluatePayload): ContentPart[] {
   const criteria = payload.criteria.map((criterion) => `${criterion.id}: ${criterion.text}`).join('\n');
-  return `Locked criteria:\n${criteria}\n\n${fence(payload.artifact)}`;
+  return [{ text: `Locked criteria:\n${criteria}\n\n`, cache: true }, { text: fence(payload.artifact) }];
 }
 
 /** The user turn for Wave 3. */

@@ -21,7 +21,12 @@ const INSTALL_HINT =
  * Starts a local nats-server with JetStream on a free port of 127.0.0.1 (the server picks
  * it: no race between choosing and binding), storing under `storeDir`.
  */
-export function startNatsServer(options: { storeDir: string; args?: string[] }): Promise<EmbeddedNats> {
+export function startNatsServer(options: {
+  storeDir: string;
+  args?: string[];
+  /** Receives everything the server logs (with `-V` in args: every message it routes). */
+  onLog?: (text: string) => void;
+}): Promise<EmbeddedNats> {
   mkdirSync(options.storeDir, { recursive: true });
   const binary = natsServerBinary();
   const child = spawn(binary, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', options.storeDir, ...(options.args ?? [])], {
@@ -47,6 +52,7 @@ export function startNatsServer(options: { storeDir: string; args?: string[] }):
     child.once('exit', (code) => reject(new SetupError(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)));
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
+      options.onLog?.(chunk);
       if (url) return;
       log += chunk;
       const listening = /Listening for client connections on ([0-9.]+):(\d+)/.exec(log);

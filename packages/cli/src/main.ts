@@ -14,6 +14,16 @@ const program = new Command()
   .exitOverride()
   .configureOutput({ writeErr: (text) => process.stderr.write(text) });
 
+const modelOptions = (command: Command) =>
+  command
+    .option('--model <spec>', 'model for every role, as provider:model[@baseURL] (default anthropic:claude-sonnet-4-5)')
+    .option('--criteria-model <spec>', 'model for wave 1 (criteria)')
+    .option('--evaluator-model <spec>', 'model for wave 2 (evaluate); another family than the reviser reduces self-preference')
+    .option('--reviser-model <spec>', 'model for wave 3 (revise)')
+    .option('--config <file>', 'config file (YAML or JSON): models, max_tokens, timeout_seconds, max_retries, prices')
+    .addOption(new Option('--provider <name>', 'with --script: the scripted provider (same as --model scripted:FILE)').choices(['scripted']))
+    .option('--script <file>', 'answers for the scripted provider (YAML or JSON)');
+
 const topologyOptions = (command: Command) =>
   command
     .option('--nats <url>', 'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)')
@@ -23,7 +33,7 @@ const topologyOptions = (command: Command) =>
     .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 120)')
     .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)');
 
-topologyOptions(
+modelOptions(topologyOptions(
   program
     .command('run')
     .description('polish an artifact until its criteria pass or the cap is reached')
@@ -33,10 +43,8 @@ topologyOptions(
     .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
     .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
     .option('--out <file>', 'write the final artifact here instead of standard output')
-    .option('--json', 'print the result object as JSON on standard output')
-    .addOption(new Option('--provider <name>', 'model provider for the embedded workers').choices(['scripted']).default('scripted'))
-    .option('--script <file>', 'answers for the scripted provider (YAML or JSON)'),
-).action(async (file: string, flags) => {
+    .option('--json', 'print the result object as JSON on standard output'),
+)).action(async (file: string, flags) => {
   process.exitCode = await runCommand(file, flags);
 });
 
@@ -49,15 +57,13 @@ topologyOptions(
   process.exitCode = await demoCommand(flags);
 });
 
-program
+modelOptions(program
   .command('worker')
   .description('keep a warm pool of single-use agent worker processes connected to NATS')
   .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
   .option('--pool <n>', 'warm worker processes per role (default 2)')
   .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
-  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
-  .addOption(new Option('--provider <name>', 'model provider').choices(['scripted']).default('scripted'))
-  .option('--script <file>', 'answers for the scripted provider (YAML or JSON)')
+  .option('--nats <url>', 'NATS server URL (default $NATS_URL)'))
   .action(async (flags) => {
     process.exitCode = await workerCommand(flags);
   });

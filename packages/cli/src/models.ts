@@ -1,26 +1,134 @@
-import { loadScriptFile, type ModelSettings } from '@polish/agents';
-import { PolishError } from '@polish/protocol';
+import { readFileSync } from 'node:fs';
+import { parse as parseYaml } from 'yaml';
+import { z } from 'zod';
+import { keyVariableFor, loadScriptFile, missingKeyMessage, parseModelSpec, formatModelSettings, type ModelSettings } from '@polish/agents';
+import { PolishError, PriceTableSchema, type PriceTable, type Role } from '@polish/protocol';
 import { InputError } from './input-error.js';
+import { DEFAULT_PRICES } from './default-prices.js';
+
+/** Used when no model is configured anywhere. */
+export const DEFAULT_MODEL = 'anthropic:claude-sonnet-4-5';
 
 /** The model flags of `polish run` and `polish worker`. */
 export interface ModelFlags {
+  model?: string;
+  criteriaModel?: string;
+  evaluatorModel?: string;
+  reviserModel?: string;
+  /** `--provider scripted --script file` is the same as `--model scripted:file`. */
   provider?: string;
   script?: string;
+  config?: string;
+}
+
+/** The config file (`--config` or `POLISH_CONFIG`), YAML or JSON. */
+const ConfigFileSchema = z.strictObject({
+  model: z.string().optional(),
+  criteria_model: z.string().optional(),
+  evaluator_model: z.string().optional(),
+  reviser_model: z.string().optional(),
+  max_tokens: z.int().min(1).optional(),
+  timeout_seconds: z.number().positive().optional(),
+  max_retries: z.int().min(0).max(10).optional(),
+  prices: PriceTableSchema.optional(),
+});
+type ConfigFile = z.infer<typeof ConfigFileSchema>;
+
+/** Every role's model, and the prices for the cost estimate. */
+export interface ResolvedModels {
+  byRole: Record<Role, ModelSettings>;
+  prices: PriceTable;
+}
+
+const ROLE_SOURCES: Record<Role, { flag: keyof ModelFlags; env: string; config: keyof ConfigFile }> = {
+  criteria: { flag: 'criteriaModel', env: 'POLISH_CRITERIA_MODEL', config: 'criteria_model' },
+  evaluate: { flag: 'evaluatorModel', env: 'POLISH_EVALUATOR_MODEL', config: 'evaluator_model' },
+  revise: { flag: 'reviserModel', env: 'POLISH_REVISER_MODEL', config: 'reviser_model' },
+};
+
+function readConfig(path: string | undefined): ConfigFile {
+  if (!path) return {};
+  let document: unknown;
+  try {
+    document = parseYaml(readFileSync(path, 'utf8'));
+  } catch (error) {
+    throw new InputError('config', `cannot read ${path}: ${(error as Error).message}`);
+  }
+  const parsed = ConfigFileSchema.safeParse(document ?? {});
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new InputError('config', `${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+function generalFlag(flags: ModelFlags): string | undefined {
+  if (flags.model) return flags.model;
+  if (flags.provider && flags.provider !== 'scripted') throw new InputError('provider', `unknown provider "${flags.provider}": use --model provider:model`);
+  if (flags.script) return `scripted:${flags.script}`;
+  if (flags.provider === 'scripted') throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
+  return undefined;
 }
 
 /**
- * Model settings for workers from the flags. The script is loaded once here so a bad one is
- * reported as invalid input before anything starts.
+ * Resolves each role's model. For every role the first of these wins: its own flag
+ * (`--evaluator-model`), `--model`, its own variable (`POLISH_EVALUATOR_MODEL`), `POLISH_MODEL`,
+ * its own config key (`evaluator_model`), the config's `model`, then the default. Scripts are
+ * loaded and keys checked here, so nothing starts with a model that cannot work.
  */
-export function resolveModelSettings(flags: ModelFlags): ModelSettings {
-  const provider = flags.provider ?? 'scripted';
-  if (provider !== 'scripted') throw new InputError('provider', `unknown provider "${provider}" (available: scripted)`);
-  if (!flags.script) throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
-  try {
-    loadScriptFile(flags.script);
-  } catch (error) {
-    if (error instanceof PolishError) throw new InputError('script', error.message.replace(/^script: /, ''));
-    throw error;
+export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv = process.env): ResolvedModels {
+  const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
+  const extra = {
+    ...(config.max_tokens === undefined ? {} : { maxTokens: config.max_tokens }),
+    ...(config.timeout_seconds === undefined ? {} : { timeoutMs: Math.round(config.timeout_seconds * 1000) }),
+    ...(config.max_retries === undefined ? {} : { maxRetries: config.max_retries }),
+  };
+  const general = generalFlag(flags);
+  const entries = (Object.keys(ROLE_SOURCES) as Role[]).map((role) => {
+    const source = ROLE_SOURCES[role];
+    const candidates: [string, string | undefined][] = [
+      [`--${source.flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`, flags[source.flag]],
+      ['--model', general],
+      [source.env, environment[source.env]],
+      ['POLISH_MODEL', environment.POLISH_MODEL],
+      [`config ${source.config}`, config[source.config] as string | undefined],
+      ['config model', config.model],
+    ];
+    const [field, spec] = candidates.find(([, value]) => value) ?? ['model', DEFAULT_MODEL];
+    try {
+      return [role, parseModelSpec(spec ?? DEFAULT_MODEL, extra)] as const;
+    } catch (error) {
+      throw new InputError(field, (error as Error).message);
+    }
+  });
+  const byRole = Object.fromEntries(entries) as Record<Role, ModelSettings>;
+  for (const settings of new Set(Object.values(byRole))) checkUsable(settings, byRole, environment);
+  return { byRole, prices: { ...DEFAULT_PRICES, ...config.prices } };
+}
+
+function checkUsable(settings: ModelSettings, byRole: Record<Role, ModelSettings>, environment: NodeJS.ProcessEnv): void {
+  if (settings.provider === 'scripted') {
+    try {
+      loadScriptFile(settings.script);
+    } catch (error) {
+      if (error instanceof PolishError) throw new InputError('script', error.message.replace(/^script: /, ''));
+      throw error;
+    }
+    return;
   }
-  return { provider: 'scripted', script: flags.script };
+  const variable = keyVariableFor(settings);
+  if (variable && !environment[variable]) {
+    const roles = (Object.keys(byRole) as Role[]).filter((role) => formatModelSettings(byRole[role]) === formatModelSettings(settings));
+    throw new InputError(variable, missingKeyMessage(variable, `${formatModelSettings(settings)} (used by ${roles.join(', ')})`));
+  }
+}
+
+/** One line per distinct model: which roles use it. */
+export function describeModels(byRole: Record<Role, ModelSettings>): string[] {
+  const roles = new Map<string, Role[]>();
+  for (const [role, settings] of Object.entries(byRole) as [Role, ModelSettings][]) {
+    const key = formatModelSettings(settings);
+    roles.set(key, [...(roles.get(key) ?? []), role]);
+  }
+  return [...roles].map(([model, users]) => `${users.join(', ')}: ${model}${model.startsWith('scripted:') ? ' (SCRIPTED, not an LLM)' : ''}`);
 }

@@ -1,4 +1,23 @@
-import type { ModelInfo, RunEvent } from '@polish/protocol';
+import type { Cost, ModelInfo, RunEvent, Usage } from '@polish/protocol';
+
+const count = (value: number) => value.toLocaleString('en-US');
+
+/** `1,200 in / 80 out tokens (300 cached)` */
+export function describeUsage(usage: Usage): string {
+  const cached = usage.cache_read_tokens ? `, ${count(usage.cache_read_tokens)} read from cache` : '';
+  const written = usage.cache_write_tokens ? `, ${count(usage.cache_write_tokens)} written to cache` : '';
+  return `${count(usage.input_tokens)} in / ${count(usage.output_tokens)} out tokens${cached}${written}`;
+}
+
+/** `≈ $0.0123`, or why there is no estimate. */
+export function describeCost(cost: Cost | undefined): string {
+  if (!cost) return '';
+  if (cost.total === null) {
+    const unpriced = Object.entries(cost.by_model).filter(([, dollars]) => dollars === null).map(([model]) => model);
+    return `; no cost estimate: no price for ${unpriced.join(', ')} (add it under prices: in a config file)`;
+  }
+  return `; estimated cost $${cost.total.toFixed(4)}`;
+}
 
 /** Writes one line per wave event to a stream (stderr by default), for people watching a run. */
 export function createProgressReporter(write: (line: string) => void = (line) => process.stderr.write(`${line}\n`)) {
@@ -23,7 +42,7 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         labelModel(event.model);
         write(
           `  ${event.role} answered by process ${event.worker.pid}` +
-            `${event.attempts > 1 ? ` after ${event.attempts} dispatches` : ''} in ${Math.round(event.duration_ms)} ms`,
+            `${event.attempts > 1 ? ` after ${event.attempts} dispatches` : ''} in ${Math.round(event.duration_ms)} ms, ${describeUsage(event.usage)}`,
         );
         break;
       case 'criteria.locked':
@@ -36,6 +55,7 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         break;
       case 'run.finished':
         write(`polish: ${event.status} after ${event.iterations} iteration${event.iterations === 1 ? '' : 's'}`);
+        write(`polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`);
         break;
       case 'state.entered':
         break;

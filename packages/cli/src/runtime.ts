@@ -12,8 +12,8 @@ import { SetupError } from './setup-error.js';
 export interface RuntimeOptions {
   /** A running NATS with workers started elsewhere (`polish worker`); else everything is embedded. */
   natsUrl?: string;
-  /** Model settings for the embedded host's workers (unused with natsUrl). */
-  model?: ModelSettings;
+  /** Each role's model, for the embedded host's workers (unused with natsUrl). */
+  models?: Record<Role, ModelSettings>;
   pool?: number;
   reuse?: number;
   stateDir?: string;
@@ -65,7 +65,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       close: () => connection.drain(),
     };
   }
-  if (!options.model) throw new SetupError('an embedded run needs model settings for its workers');
+  if (!options.models) throw new SetupError('an embedded run needs model settings for its workers');
   const stateDir = options.stateDir ?? defaultStateDir();
   mkdirSync(stateDir, { recursive: true });
   const storeDir = mkdtempSync(join(stateDir, 'nats-'));
@@ -87,7 +87,8 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       roles: ROLES,
       pool: options.pool ?? 1,
       ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
-      model: options.model,
+      model: options.models.criteria,
+      roleModels: options.models,
     });
     await host.ready;
     options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);

@@ -7,3 +7,4 @@ export type { Dispatcher, DispatchOptions, DispatchOutcome } from './dispatcher.
 export { createInProcessDispatcher, type TaskHandler } from './in-process-dispatcher.js';
 export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './run-polish.js';
 export { createNatsDispatcher, type NatsDispatcherOptions } from './nats-dispatcher.js';
+export { estimateCost } from './cost.js';

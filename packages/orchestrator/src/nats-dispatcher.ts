@@ -55,7 +55,9 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     const started = Date.now();
     let backoffMs = firstBackoffMs;
     let timeouts = 0;
-    for (let attempt = 1; ; attempt += 1) {
+    // An attempt is a dispatch that reached a worker; waiting out "no responders" is not one.
+    let attempt = 1;
+    for (;;) {
       signal?.throwIfAborted();
       const task = TaskEnvelopeSchema.parse({ v: PROTOCOL_VERSION, taskId, role, attempt, deadline: Date.now() + taskTimeoutMs, payload });
       try {
@@ -73,6 +75,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           }
         } else if (isTimeout(error)) {
           timeouts += 1;
+          attempt += 1;
           if (timeouts >= maxAttempts) {
             throw new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(taskTimeoutMs)}, ${timeouts} attempts`, {
               cause: error,

@@ -8,6 +8,8 @@ import {
   type ErrorCode,
   type IterationRecord,
   type ModelInfo,
+  type UsageByWave,
+  modelKey,
   type RunSpec,
   type Score,
   type Usage,
@@ -27,6 +29,8 @@ export interface PolishContext {
   iteration: number;
   history: IterationRecord[];
   usage: Usage;
+  usageByWave: UsageByWave;
+  usageByModel: Record<string, Usage>;
   models: ModelInfo[];
   failure: { code: ErrorCode; reason: string } | null;
 }
@@ -47,6 +51,17 @@ const notProvided = (name: string) =>
 function withModel(models: ModelInfo[], model: ModelInfo): ModelInfo[] {
   const known = models.some((entry) => entry.provider === model.provider && entry.model === model.model);
   return known ? models : [...models, model];
+}
+
+/** Context updates that account one wave's answer: run total, per wave, per model. */
+function accounted(context: PolishContext, wave: keyof UsageByWave, output: WaveOutput<unknown>) {
+  const key = modelKey(output.model);
+  return {
+    usage: addUsage(context.usage, output.usage),
+    usageByWave: { ...context.usageByWave, [wave]: addUsage(context.usageByWave[wave], output.usage) },
+    usageByModel: { ...context.usageByModel, [key]: addUsage(context.usageByModel[key] ?? ZERO_USAGE, output.usage) },
+    models: withModel(context.models, output.model),
+  };
 }
 
 function failureOf(error: unknown): { code: ErrorCode; reason: string } {
@@ -96,6 +111,8 @@ export const polishMachine = setup({
     iteration: 0,
     history: [],
     usage: ZERO_USAGE,
+    usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
+    usageByModel: {},
     models: [],
     failure: null,
   }),
@@ -126,24 +143,22 @@ export const polishMachine = setup({
             // pass_N with more criteria than Wave 1 locked can never be met: stop with a reason.
             guard: ({ context, event }) => requiredPasses(context.spec.threshold, event.output.value.criteria.length) > event.output.value.criteria.length,
             target: 'failed',
-            actions: assign({
-              usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
-              models: ({ context, event }) => withModel(context.models, event.output.model),
-              failure: ({ context, event }) => ({
+            actions: assign(({ context, event }) => ({
+              ...accounted(context, 'criteria', event.output),
+              failure: {
                 code: 'INVALID_INPUT' as const,
                 reason: `threshold ${context.spec.threshold} needs more criteria than the ${event.output.value.criteria.length} Wave 1 locked`,
-              }),
-            }),
+              },
+            })),
           },
           {
             target: 'evaluating',
             actions: [
-              assign({
-                criteria: ({ event }) => event.output.value.criteria,
+              assign(({ context, event }) => ({
+                ...accounted(context, 'criteria', event.output),
+                criteria: event.output.value.criteria,
                 criteriaExtracted: true,
-                usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
-                models: ({ context, event }) => withModel(context.models, event.output.model),
-              }),
+              })),
               emit(({ event }) => ({ type: 'criteria.locked' as const, criteria: event.output.value.criteria, extracted: true })),
             ],
           },
@@ -162,8 +177,9 @@ export const polishMachine = setup({
         onDone: {
           target: 'judging',
           actions: [
-            assign({
-              history: ({ context, event }) => [
+            assign(({ context, event }) => ({
+              ...accounted(context, 'evaluate', event.output),
+              history: [
                 ...context.history,
                 computeVerdict({
                   iteration: context.iteration,
@@ -171,11 +187,10 @@ export const polishMachine = setup({
                   criteria: context.criteria ?? [],
                   scores: event.output.value.scores,
                   threshold: context.spec.threshold,
+                  usage: event.output.usage,
                 }),
               ],
-              usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
-              models: ({ context, event }) => withModel(context.models, event.output.model),
-            }),
+            })),
             emit(({ context }) => ({ type: 'iteration.evaluated' as const, record: lastRecord(context) })),
           ],
         },
@@ -198,11 +213,14 @@ export const polishMachine = setup({
         }),
         onDone: {
           target: 'evaluating',
-          actions: assign({
-            artifact: ({ event }) => event.output.value.artifact,
-            usage: ({ context, event }) => addUsage(context.usage, event.output.usage),
-            models: ({ context, event }) => withModel(context.models, event.output.model),
-          }),
+          actions: assign(({ context, event }) => ({
+            ...accounted(context, 'revise', event.output),
+            artifact: event.output.value.artifact,
+            // The revision belongs to the iteration whose gaps it closes.
+            history: context.history.map((record, index) =>
+              index === context.history.length - 1 ? { ...record, usage: addUsage(record.usage, event.output.usage) } : record,
+            ),
+          })),
         },
         onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
       },

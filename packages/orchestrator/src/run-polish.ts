@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, toPromise, type Actor, type InspectionEvent, type Observer } from 'xstate';
-import { PolishError, RunSpecSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
+import { PolishError, RunSpecSchema, type PriceTable, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
+import { estimateCost } from './cost.js';
 import { polishMachine } from './polish-machine.js';
 import { createWaveActors } from './wave-actors.js';
 import { toRunResult, type PolishFinalState } from './run-result.js';
@@ -17,6 +18,8 @@ export interface RunPolishOptions {
   /** Aborting cancels the run: it ends CANCELLED. */
   signal?: AbortSignal;
   maxContractRedispatch?: number;
+  /** Prices for the cost estimate in the result and the run.finished event. */
+  prices?: PriceTable;
   now?: () => number;
 }
 
@@ -78,8 +81,15 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
   const result = toPromise(actor).then(() => {
     options.signal?.removeEventListener('abort', onAbort);
     const snapshot = actor.getSnapshot();
-    const runResult = toRunResult(snapshot.value as PolishFinalState, snapshot.context);
-    report({ type: 'run.finished', status: runResult.status, iterations: runResult.iterations, usage: runResult.usage });
+    const base = toRunResult(snapshot.value as PolishFinalState, snapshot.context);
+    const runResult: RunResult = options.prices ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) } : base;
+    report({
+      type: 'run.finished',
+      status: runResult.status,
+      iterations: runResult.iterations,
+      usage: runResult.usage,
+      ...(runResult.cost ? { cost: runResult.cost } : {}),
+    });
     return runResult;
   });
   return { runId, actor, result };

@@ -11,6 +11,8 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
     iterations: context.history.length,
     ...(context.criteria ? { criteria: context.criteria } : {}),
     usage: context.usage,
+    usage_by_wave: context.usageByWave,
+    usage_by_model: context.usageByModel,
     models: context.models,
     history: context.history,
   };

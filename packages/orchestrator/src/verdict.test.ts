@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { IterationRecord } from '@polish/protocol';
+import { ZERO_USAGE, type IterationRecord } from '@polish/protocol';
 import { bestVersion, computeVerdict } from './verdict.js';
 
 const criteria = [
@@ -42,6 +42,7 @@ describe('bestVersion', () => {
     total: 3,
     overall: 'fail',
     blocking_gaps: [],
+    usage: ZERO_USAGE,
   });
 
   it.each([

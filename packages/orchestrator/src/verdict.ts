@@ -1,4 +1,4 @@
-import { requiredPasses, type Criterion, type IterationRecord, type Score, type Threshold } from '@polish/protocol';
+import { ZERO_USAGE, requiredPasses, type Criterion, type IterationRecord, type Score, type Threshold, type Usage } from '@polish/protocol';
 
 /**
  * The orchestrator's verdict on one evaluated version. `overall` and `blocking_gaps`
@@ -11,6 +11,7 @@ export function computeVerdict(input: {
   criteria: readonly Criterion[];
   scores: readonly Score[];
   threshold: Threshold;
+  usage?: Usage;
 }): IterationRecord {
   const byId = new Map(input.scores.map((score) => [score.criterion_id, score]));
   const scores = input.criteria.map((criterion) => {
@@ -28,6 +29,7 @@ export function computeVerdict(input: {
     total,
     overall: passed >= requiredPasses(input.threshold, total) ? 'pass' : 'fail',
     blocking_gaps: scores.filter((score) => !score.pass).map((score) => `${score.criterion_id}: ${score.gap ?? ''}`),
+    usage: input.usage ?? ZERO_USAGE,
   };
 }
 

@@ -12,7 +12,19 @@ export { ScoreSchema, EvaluationSchema, evaluationSchemaFor, type Score, type Ev
 export { RevisionSchema, type Revision } from './revision.js';
 export { ThresholdSchema, requiredPasses, type Threshold } from './threshold.js';
 export { MAX_CAP, DEFAULT_CAP, RunSpecSchema, type RunSpec, type RunSpecInput } from './run-spec.js';
-export { UsageSchema, ZERO_USAGE, addUsage, ModelInfoSchema, type Usage, type ModelInfo } from './usage.js';
+export {
+  UsageSchema,
+  ZERO_USAGE,
+  addUsage,
+  ModelInfoSchema,
+  ModelPriceSchema,
+  PriceTableSchema,
+  modelKey,
+  type Usage,
+  type ModelInfo,
+  type ModelPrice,
+  type PriceTable,
+} from './usage.js';
 export {
   RoleSchema,
   WAVE_OF_ROLE,
@@ -41,6 +53,10 @@ export {
   RunStatusSchema,
   IterationRecordSchema,
   RunResultSchema,
+  UsageByWaveSchema,
+  CostSchema,
+  type UsageByWave,
+  type Cost,
   type RunStatus,
   type IterationRecord,
   type RunResult,

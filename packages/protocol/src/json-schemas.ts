@@ -7,7 +7,7 @@ import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } fro
 import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
 import { RunResultSchema } from './run-result.js';
 import { RunEventSchema } from './run-event.js';
-import { UsageSchema } from './usage.js';
+import { PriceTableSchema, UsageSchema } from './usage.js';
 
 /** Every wire schema, by the file name its JSON Schema is published under. */
 const WIRE_SCHEMAS = {
@@ -26,6 +26,7 @@ const WIRE_SCHEMAS = {
   'run-result': RunResultSchema,
   'run-event': RunEventSchema,
   usage: UsageSchema,
+  'price-table': PriceTableSchema,
 } as const;
 
 /**

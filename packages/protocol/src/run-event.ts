@@ -2,7 +2,7 @@ import { z } from 'zod';
 import { RoleSchema } from './roles.js';
 import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
-import { RunStatusSchema } from './run-result.js';
+import { CostSchema, RunStatusSchema } from './run-result.js';
 import { WorkerInfoSchema } from './task.js';
 
 const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
@@ -33,6 +33,13 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     total: z.int(),
     blocking_gaps: z.array(z.string()),
   }),
-  z.strictObject({ ...eventFields, type: z.literal('run.finished'), status: RunStatusSchema, iterations: z.int(), usage: UsageSchema }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('run.finished'),
+    status: RunStatusSchema,
+    iterations: z.int(),
+    usage: UsageSchema,
+    cost: CostSchema.optional(),
+  }),
 ]);
 export type RunEvent = z.infer<typeof RunEventSchema>;

@@ -17,14 +17,33 @@ export const IterationRecordSchema = z.strictObject({
   total: z.int().min(1),
   overall: z.enum(['pass', 'fail']),
   blocking_gaps: z.array(z.string()),
+  /** Model usage of this iteration: its evaluation, plus the revision that followed it, if any. */
+  usage: UsageSchema,
 });
 export type IterationRecord = z.infer<typeof IterationRecordSchema>;
+
+/** Usage summed per wave. */
+export const UsageByWaveSchema = z.strictObject({ criteria: UsageSchema, evaluate: UsageSchema, revise: UsageSchema });
+export type UsageByWave = z.infer<typeof UsageByWaveSchema>;
+
+/** Estimated cost in US dollars from a price table; null where a model has no price. */
+export const CostSchema = z.strictObject({
+  currency: z.literal('USD'),
+  total: z.number().min(0).nullable(),
+  by_model: z.record(z.string(), z.number().min(0).nullable()),
+});
+export type Cost = z.infer<typeof CostSchema>;
 
 const common = {
   /** Evaluations performed. */
   iterations: z.int().min(0),
   criteria: CriteriaListSchema.optional(),
+  /** Usage of the whole run. */
   usage: UsageSchema,
+  usage_by_wave: UsageByWaveSchema,
+  /** Usage per model, keyed `provider:model`. */
+  usage_by_model: z.record(z.string(), UsageSchema),
+  cost: CostSchema.optional(),
   /** Every model that answered, so scripted answers are always visible as such. */
   models: z.array(ModelInfoSchema),
   history: z.array(IterationRecordSchema),

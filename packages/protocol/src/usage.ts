@@ -37,3 +37,19 @@ export const ModelInfoSchema = z.strictObject({
   scripted: z.boolean(),
 });
 export type ModelInfo = z.infer<typeof ModelInfoSchema>;
+
+/** Prices of one model in US dollars per million tokens. */
+export const ModelPriceSchema = z.strictObject({
+  input: z.number().min(0),
+  output: z.number().min(0),
+  cache_read: z.number().min(0).optional(),
+  cache_write: z.number().min(0).optional(),
+});
+export type ModelPrice = z.infer<typeof ModelPriceSchema>;
+
+/** Prices keyed by `provider:model` (or `provider:*` for every model of a provider). */
+export const PriceTableSchema = z.record(z.string(), ModelPriceSchema);
+export type PriceTable = z.infer<typeof PriceTableSchema>;
+
+/** The key usage and prices are filed under. */
+export const modelKey = (model: Pick<ModelInfo, 'provider' | 'model'>) => `${model.provider}:${model.model}`;

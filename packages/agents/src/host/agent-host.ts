@@ -17,7 +17,10 @@ export interface AgentHostOptions {
   /** Tasks one process serves before it exits. Default 1: one task per process. */
   reuse?: number;
   prefix?: string;
+  /** The model of every role, unless `roleModels` names another for it. */
   model: ModelSettings;
+  /** Per-role models, e.g. an evaluator from another family than the reviser. */
+  roleModels?: Partial<Record<Role, ModelSettings>>;
   /** Extra environment for the workers (keys are read by workers from their environment). */
   env?: NodeJS.ProcessEnv;
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
@@ -59,7 +62,7 @@ interface WorkerSlot {
 
 /** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
 function workerEntry(): string {
-  const bundled = fileURLToPath(new URL('../worker-bundle.mjs', import.meta.url));
+  const bundled = fileURLToPath(new URL('../worker-bundle/worker-process.mjs', import.meta.url));
   return existsSync(bundled) ? bundled : fileURLToPath(new URL('../worker/worker-process.js', import.meta.url));
 }
 
@@ -115,7 +118,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
 
   const spawnWorker = (role: Role) => {
-    const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.model };
+    const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.roleModels?.[role] ?? options.model };
     const started = performance.now();
     const child = fork(entry, [], {
       env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },

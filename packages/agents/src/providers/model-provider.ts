@@ -1,9 +1,23 @@
 import type { ModelInfo, Role, Usage } from '@polish/protocol';
 
+/**
+ * A piece of a user turn. `cache: true` marks the end of a stable prefix (e.g. the locked
+ * criteria) that providers with prompt caching may cache.
+ */
+export interface ContentPart {
+  text: string;
+  cache?: boolean;
+}
+
 /** One turn of the conversation with a model. */
 export interface ModelMessage {
   role: 'user' | 'assistant';
-  content: string;
+  content: string | ContentPart[];
+}
+
+/** The plain text of a turn's content. */
+export function textOf(content: ModelMessage['content']): string {
+  return typeof content === 'string' ? content : content.map((part) => part.text).join('');
 }
 
 /** What a handler asks of a model: a system prompt, the conversation, and the answer's JSON Schema. */

@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { PolishError, type Usage } from '@polish/protocol';
-import type { ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
+import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
 import type { ScriptFile, ScriptRule } from './script-file.js';
 
 /** A function that answers for the scripted model: an object is sent as JSON, a string as is. */
@@ -10,7 +10,7 @@ export type ScriptFunction = (request: ModelRequest) => unknown;
 const tokens = (text: string) => Math.ceil(text.length / 4);
 
 function scriptedUsage(request: ModelRequest, answer: string): Usage {
-  const prompt = request.system + request.messages.map((message) => message.content).join('');
+  const prompt = request.system + request.messages.map((message) => textOf(message.content)).join('');
   return { input_tokens: tokens(prompt), output_tokens: tokens(answer), cache_read_tokens: 0, cache_write_tokens: 0, model_calls: 1 };
 }
 

@@ -12,7 +12,7 @@ import { warmUp } from './warm-up.js';
  * finishes and is answered.
  */
 export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNotice) => void, stop: AbortSignal): Promise<void> {
-  const model = createModel(config.model);
+  const model = await createModel(config.model);
   const worker = currentWorker();
   const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}` });
   await warmUp(config.role, connection);

@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { resolveModelSettings } from '../models.js';
+import { resolveModels } from '../models.js';
 import { readSpec } from '../read-spec.js';
 import { emitResult, executeRun, readTopology, type TopologyFlags } from './run.js';
 
@@ -13,7 +13,7 @@ export async function demoCommand(flags: TopologyFlags & { json?: boolean }): Pr
       'the run itself (nats-server, worker processes, waves, locked criteria, verdicts, revisions) is real.\n',
   );
   const spec = readSpec(`${EXAMPLE}artifact.md`, { goal: readFileSync(`${EXAMPLE}goal.txt`, 'utf8').trim() });
-  const model = resolveModelSettings({ provider: 'scripted', script: `${EXAMPLE}script.yaml` });
+  const models = resolveModels({ model: `scripted:${EXAMPLE}script.yaml` }, {});
   const topology = readTopology(flags);
-  return emitResult(await executeRun(spec, { ...topology, model }), flags);
+  return emitResult(await executeRun(spec, { ...topology, models: models.byRole }, models.prices), flags);
 }

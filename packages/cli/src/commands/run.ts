@@ -1,14 +1,14 @@
 import { PolishError, type RunResult, type RunSpec } from '@polish/protocol';
 import { startPolish } from '@polish/orchestrator';
-import type { ModelSettings } from '@polish/agents';
 import { readSpec, type SpecFlags } from '../read-spec.js';
-import { resolveModelSettings, type ModelFlags } from '../models.js';
+import { describeModels, resolveModels, type ModelFlags, type ResolvedModels } from '../models.js';
 import { createProgressReporter } from '../progress.js';
 import { writeFileAtomic } from '../write-output.js';
 import { exitCodeFor } from '../exit-codes.js';
 import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
+import { DEFAULT_PRICES } from '../default-prices.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
 export interface TopologyFlags {
@@ -50,7 +50,7 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
  * Runs a validated spec over NATS to its end, reporting progress on stderr. Ctrl-C or
  * SIGTERM cancels the run; whatever was started (nats-server, workers) is stopped either way.
  */
-export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions): Promise<RunResult> {
+export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, prices?: ResolvedModels['prices']): Promise<RunResult> {
   const controller = new AbortController();
   const cancel = (signal: NodeJS.Signals) => controller.abort(`interrupted by ${signal}`);
   process.once('SIGINT', cancel);
@@ -59,7 +59,12 @@ export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions):
     const runtime = await openRuntime(runtimeOptions);
     try {
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
-      return await startPolish(spec, { dispatcher: runtime.dispatcher, onEvent: createProgressReporter(), signal: controller.signal }).result;
+      return await startPolish(spec, {
+        dispatcher: runtime.dispatcher,
+        onEvent: createProgressReporter(),
+        signal: controller.signal,
+        ...(prices ? { prices } : {}),
+      }).result;
     } finally {
       await runtime.close({ abandon: controller.signal.aborted });
     }
@@ -87,10 +92,12 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
 export async function runCommand(artifactPath: string, flags: RunFlags): Promise<number> {
   const spec = readSpec(artifactPath, flags);
   const topology = readTopology(flags);
-  // With --nats the workers run elsewhere with their own model settings.
-  const model: ModelSettings | undefined = topology.natsUrl && !flags.script ? undefined : resolveModelSettings(flags);
+  // With --nats the workers run elsewhere with their own models and keys; prices still apply.
+  const models = topology.natsUrl ? undefined : resolveModels(flags);
+  if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
+  const prices = models?.prices ?? DEFAULT_PRICES;
   try {
-    return emitResult(await executeRun(spec, { ...topology, ...(model ? { model } : {}) }), flags);
+    return emitResult(await executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices), flags);
   } catch (error) {
     if (error instanceof PolishError && error.code === 'INVALID_INPUT') throw new InputError('spec', error.message);
     throw error;

@@ -1,7 +1,7 @@
 import { createAgentHost } from '@polish/agents';
 import { RoleSchema, type Role } from '@polish/protocol';
 import { InputError } from '../input-error.js';
-import { resolveModelSettings, type ModelFlags } from '../models.js';
+import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
 import { SetupError } from '../setup-error.js';
 
@@ -35,8 +35,9 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
-  const model = resolveModelSettings(flags);
-  const host = createAgentHost({ natsUrl, roles, pool, reuse, model });
+  const models = resolveModels(flags);
+  for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
+  const host = createAgentHost({ natsUrl, roles, pool, reuse, model: models.byRole.criteria, roleModels: models.byRole });
   host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
   host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
   host.on('task.done', ({ pid, role, taskId, ok }) => log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`));

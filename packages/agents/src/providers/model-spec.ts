@@ -1,0 +1,40 @@
+import { PolishError } from '@polish/protocol';
+import { ModelSettingsSchema, type ModelSettings } from './model-settings.js';
+
+/** Where Ollama serves its OpenAI-compatible API by default. */
+export const OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
+
+/**
+ * Parses a model spec of the form `provider:model[@baseURL]`:
+ * `anthropic:claude-sonnet-4-5`, `openai:gpt-4.1-mini`, `openai:qwen2.5@http://127.0.0.1:8000/v1`,
+ * `ollama:llama3.1` (OpenAI-compatible at Ollama's default address), `scripted:answers.yaml`.
+ * Throws `INVALID_INPUT` naming what is wrong.
+ */
+export function parseModelSpec(spec: string, extra: Partial<Pick<ModelSettings & { provider: 'anthropic' }, 'maxTokens' | 'timeoutMs' | 'maxRetries'>> = {}): ModelSettings {
+  const match = /^([a-z-]+):(.+)$/.exec(spec.trim());
+  if (!match) throw new PolishError('INVALID_INPUT', `"${spec}" is not a model spec: use provider:model, e.g. anthropic:claude-sonnet-4-5, ollama:llama3.1 or scripted:answers.yaml`);
+  const [, provider, rest = ''] = match;
+  if (provider === 'scripted') return { provider: 'scripted', script: rest };
+  const at = rest.indexOf('@');
+  const model = at === -1 ? rest : rest.slice(0, at);
+  const baseURL = at === -1 ? undefined : rest.slice(at + 1);
+  const candidate =
+    provider === 'ollama'
+      ? { provider: 'openai', model, baseURL: baseURL ?? OLLAMA_BASE_URL, ...extra }
+      : provider === 'anthropic' || provider === 'openai'
+        ? { provider, model, ...(baseURL ? { baseURL } : {}), ...extra }
+        : undefined;
+  if (!candidate) throw new PolishError('INVALID_INPUT', `unknown provider "${provider}" in "${spec}" (providers: anthropic, openai, ollama, scripted)`);
+  const parsed = ModelSettingsSchema.safeParse(candidate);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new PolishError('INVALID_INPUT', `"${spec}": ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+/** The spec a settings object was parsed from, for logs and results (never contains a key). */
+export function formatModelSettings(settings: ModelSettings): string {
+  if (settings.provider === 'scripted') return `scripted:${settings.script}`;
+  return `${settings.provider}:${settings.model}${settings.baseURL ? `@${settings.baseURL}` : ''}`;
+}

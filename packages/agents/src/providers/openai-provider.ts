@@ -1,0 +1,88 @@
+import OpenAI from 'openai';
+import type { Usage } from '@polish/protocol';
+import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
+import { modelError } from './provider-error.js';
+
+/** Settings of the OpenAI-compatible provider. */
+export interface OpenAICompatibleProviderOptions {
+  model: string;
+  apiKey: string;
+  baseURL?: string;
+  maxTokens?: number;
+  timeoutMs?: number;
+  maxRetries?: number;
+  jsonMode?: 'json_schema' | 'json_object';
+}
+
+function usageOf(usage: OpenAI.CompletionUsage | undefined): Usage {
+  return {
+    input_tokens: usage?.prompt_tokens ?? 0,
+    output_tokens: usage?.completion_tokens ?? 0,
+    cache_read_tokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
+    cache_write_tokens: 0,
+    model_calls: 1,
+  };
+}
+
+/** A 400 about the response format: the server does not do JSON Schema output. */
+function rejectsJsonSchema(error: unknown): boolean {
+  const status = (error as { status?: number }).status;
+  const message = String((error as { message?: string }).message ?? '');
+  return status === 400 && /response_format|json_schema/i.test(message);
+}
+
+/**
+ * Any OpenAI-compatible chat completions endpoint (OpenAI, Ollama, vLLM, llama.cpp server)
+ * through the `openai` SDK with a base URL. Asks for `json_schema` output; a server that
+ * rejects it (400 naming response_format) is asked again in JSON mode (`json_object`) and the
+ * answer is validated by zod as always.
+ */
+export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): ModelProvider {
+  const timeoutMs = options.timeoutMs ?? 120_000;
+  const maxRetries = options.maxRetries ?? 2;
+  const client = new OpenAI({
+    apiKey: options.apiKey,
+    ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+    timeout: timeoutMs,
+    maxRetries,
+  });
+  // Learned once per provider instance: after a server rejects json_schema, ask in JSON mode.
+  let jsonMode = options.jsonMode ?? 'json_schema';
+  const provider = options.baseURL ? `openai-compatible server at ${options.baseURL}` : 'openai';
+  const keyVariable = options.baseURL ? undefined : 'OPENAI_API_KEY';
+
+  const complete = (request: ModelRequest, jsonMode: 'json_schema' | 'json_object') =>
+    client.chat.completions.create({
+      model: options.model,
+      max_tokens: options.maxTokens ?? 8192,
+      messages: [
+        { role: 'system', content: request.system },
+        ...request.messages.map((message) => ({ role: message.role, content: textOf(message.content) })),
+      ],
+      response_format:
+        jsonMode === 'json_schema'
+          ? { type: 'json_schema', json_schema: { name: `${request.role}_answer`, schema: request.jsonSchema, strict: false } }
+          : { type: 'json_object' },
+    });
+
+  return {
+    // A self-hosted server is another model family than OpenAI's own, and has no per-token price.
+    info: { provider: options.baseURL ? 'openai-compatible' : 'openai', model: options.model, scripted: false },
+    async generate(request: ModelRequest): Promise<ModelResponse> {
+      const context = { role: request.role, provider, ...(keyVariable ? { keyVariable } : {}), timeoutMs, maxRetries };
+      let completion: OpenAI.ChatCompletion;
+      try {
+        completion = await complete(request, jsonMode);
+      } catch (error) {
+        if (jsonMode === 'json_object' || !rejectsJsonSchema(error)) throw modelError(error, context);
+        jsonMode = 'json_object';
+        try {
+          completion = await complete(request, 'json_object');
+        } catch (fallbackError) {
+          throw modelError(fallbackError, context);
+        }
+      }
+      return { text: completion.choices[0]?.message?.content ?? '', usage: usageOf(completion.usage) };
+    },
+  };
+}

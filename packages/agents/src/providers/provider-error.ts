@@ -1,0 +1,46 @@
+import { PolishError, type Role } from '@polish/protocol';
+
+/** What both SDKs' errors look like, read without importing either SDK here. */
+interface SdkError {
+  name?: string;
+  status?: number;
+  message?: string;
+  error?: { error?: { type?: string; message?: string }; message?: string };
+}
+
+const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
+
+/**
+ * Turns an SDK error into a `MODEL_ERROR` that says which role, which provider, and why, in
+ * words a user can act on. The SDK has already retried what was retryable, so this is final.
+ */
+export function modelError(
+  error: unknown,
+  context: { role: Role; provider: string; keyVariable?: string; timeoutMs: number; maxRetries: number },
+): PolishError {
+  const sdkError = error as SdkError;
+  const name = sdkError?.name ?? '';
+  const detail = sdkError?.error?.error?.message ?? sdkError?.error?.message ?? sdkError?.message ?? String(error);
+  const type = sdkError?.error?.error?.type;
+  const attempts = `${context.maxRetries + 1} attempt${context.maxRetries === 0 ? '' : 's'}`;
+  const prefix = `${context.role}: ${context.provider}`;
+  let reason: string;
+  if (name === 'APIConnectionTimeoutError') {
+    reason = `${prefix} did not answer within ${seconds(context.timeoutMs)} (timeout, ${attempts})`;
+  } else if (name === 'APIConnectionError') {
+    reason = `${prefix} could not be reached (${attempts}): ${detail}`;
+  } else if (sdkError?.status === 401) {
+    reason = `${prefix} rejected the API key${context.keyVariable ? ` in ${context.keyVariable}` : ''} (401${type ? ` ${type}` : ''}): ${detail}`;
+  } else if (sdkError?.status === 403) {
+    reason = `${prefix} refused access (403${type ? ` ${type}` : ''}): ${detail}`;
+  } else if (sdkError?.status === 404) {
+    reason = `${prefix} does not know this model or endpoint (404): ${detail}`;
+  } else if (sdkError?.status !== undefined && (sdkError.status >= 500 || sdkError.status === 429 || sdkError.status === 408 || sdkError.status === 409)) {
+    reason = `${prefix} answered ${sdkError.status}${type ? ` ${type}` : ''} after ${attempts}: ${detail}`;
+  } else if (sdkError?.status !== undefined) {
+    reason = `${prefix} rejected the request (${sdkError.status}${type ? ` ${type}` : ''}): ${detail}`;
+  } else {
+    reason = `${prefix} failed: ${detail}`;
+  }
+  return new PolishError('MODEL_ERROR', reason, { cause: error, retryable: false });
+}

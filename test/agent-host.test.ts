@@ -1,4 +1,6 @@
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentHost } from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
@@ -31,15 +33,20 @@ describe('agent host', () => {
     for (const pid of spawned) expect(() => process.kill(pid, 0)).toThrow();
   });
 
-  it('replaces a worker as soon as it takes its task, keeping the pool warm', async () => {
-    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model });
+  it('replaces a worker as soon as it takes its task (not when it exits), keeping the pool warm', async () => {
+    const release = join(mkdtempSync(join(tmpdir(), 'polish-host-')), 'release');
+    const script = join(dirname(release), 'held.json');
+    writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores: criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true })) }, hold_until_file: release }] }));
+    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model: { provider: 'scripted', script } });
     await host.ready;
     const [first] = host.workerPids();
     const replaced = new Promise<number>((resolve) => host.once('worker.ready', ({ pid }) => resolve(pid)));
-    const dispatcher = createNatsDispatcher({ connection: nats.connection });
-    const outcome = await dispatcher.dispatch('evaluate', { artifact: 'Each key may send 100 requests per minute.', criteria });
-    expect(outcome.worker.pid).toBe(first);
+    const answered = createNatsDispatcher({ connection: nats.connection }).dispatch('evaluate', { artifact: 'Each key may send 100 requests per minute.', criteria });
+    // The first worker still holds its task (its "model" has not answered) when its successor is ready.
     expect(await replaced).not.toBe(first);
+    expect(host.workerPids()).toContain(first);
+    writeFileSync(release, '');
+    expect((await answered).worker.pid).toBe(first);
     await host.stop();
   });
 

@@ -92,6 +92,9 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['empty criterion text', ['--criteria', criteria([{ id: 'C1', text: '' }])], 'criteria[0].text: must not be empty'],
     ['an unreadable criteria file', ['--criteria', join(directory, 'missing.json')], 'criteria: cannot read'],
     ['an unreadable script', ['--script', join(directory, 'missing.yaml')], 'script: cannot read'],
+    ['a task timeout that overflows timers', ['--task-timeout', '1e9'], 'task-timeout: must be a number of seconds from 0.01 to 86400'],
+    ['a task timeout of zero', ['--task-timeout', '0.0001'], 'task-timeout: must be a number of seconds from 0.01 to 86400'],
+    ['an unreachable threshold', ['--threshold', 'pass_9'], 'threshold: pass_9 can never be met'],
   ])('%s', async (_name, flags, message) => {
     const out = join(directory, 'out.md');
     const { code, stderr, stdout } = await polish(['run', artifact, '--goal', 'g', '--script', script, '--out', out, ...flags]);
@@ -111,6 +114,16 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     const { code, stderr } = await polish(['run', ...args, '--script', script]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
+  });
+
+  it.each([
+    ['a folder that does not exist', () => join(directory, 'no-such-folder', 'out.md'), 'out: cannot write in'],
+    ['a directory', () => directory, 'out: '],
+  ])('an --out in %s is refused before the run', async (_name, out, message) => {
+    const { code, stderr } = await polish(['run', artifact, '--goal', 'g', '--script', script, '--out', out()]);
+    expect(code).toBe(2);
+    expect(stderr).toContain(`polish: invalid input: ${message}`);
+    expect(stderr).not.toContain('started nats-server');
   });
 
   it('leaves no file behind in the output folder', () => {

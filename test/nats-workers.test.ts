@@ -3,8 +3,8 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createNatsDispatcher, startPolish as startRun, type NatsDispatcherOptions } from '@polish/orchestrator';
-import { loadScriptFile } from '@polish/agents';
+import { createInProcessDispatcher, createNatsDispatcher, startPolish as startRun, type NatsDispatcherOptions } from '@polish/orchestrator';
+import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
 import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { processesTagged, startHost, startPolish, stop } from './support/processes.js';
@@ -17,12 +17,17 @@ const spec: RunSpecInput = {
 const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8'));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-nats-test-'));
 
-/** The demo script with every evaluate answer slowed down, so a test can act while a worker holds one. */
-function slowScript(delayMs: number): string {
+/**
+ * The demo script with every evaluate answer held until the test creates a release file, so a
+ * test can act while a worker holds an evaluate task, with no race against the "model".
+ */
+function heldScript(): { script: string; release: () => void } {
   const script = loadScriptFile(`${demo}/script.yaml`);
-  const path = join(scratch, `slow-${delayMs}.json`);
-  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, delay_ms: delayMs })) }));
-  return path;
+  const id = randomUUID();
+  const path = join(scratch, `held-${id}.json`);
+  const releaseFile = join(scratch, `release-${id}`);
+  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })) }));
+  return { script: path, release: () => writeFileSync(releaseFile, '') };
 }
 
 /** What must be equal between a disturbed and an undisturbed run. */
@@ -34,6 +39,9 @@ describe('agents as single-use worker processes over NATS', () => {
 
   beforeAll(async () => {
     nats = await startNats();
+    // The undisturbed outcome, in process with the same script: the reference for the fault tests.
+    const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
+    undisturbed = await startRun(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) }).result;
   });
   afterAll(async () => {
     await nats.stop();
@@ -52,7 +60,7 @@ describe('agents as single-use worker processes over NATS', () => {
     const host = await startHost(nats.server.url, ['--pool', '3', '--script', `${demo}/script.yaml`]);
     try {
       const { result, answers } = await run(spec);
-      undisturbed = result;
+      expect(outcome(result)).toEqual(outcome(undisturbed));
       expect(result.status).toBe('CONVERGED');
       expect(result.iterations).toBe(3);
       expect(answers.map((answer) => answer.role)).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
@@ -67,16 +75,20 @@ describe('agents as single-use worker processes over NATS', () => {
   });
 
   it('completes with the same result when a worker holding an evaluate task is killed with SIGKILL', async () => {
-    const host = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
     try {
-      const running = run(spec, { taskTimeoutMs: 2_500 });
+      // The default task timeout (120 s) is far beyond the test's: recovery must come from the
+      // host's WORKER_CRASHED reply, not from waiting the task out.
+      const running = run(spec);
       const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
       process.kill(Number(pid), 'SIGKILL');
+      await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
+      held.release();
       const { result, answers } = await running;
       expect(outcome(result)).toEqual(outcome(undisturbed));
       expect(answers.find((answer) => answer.role === 'evaluate')?.attempts).toBe(2);
       expect(answers.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
-      await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
     } finally {
       await stop(host);
     }
@@ -85,12 +97,30 @@ describe('agents as single-use worker processes over NATS', () => {
   it('ends FAILED naming the role when no worker serves it, within the configured wait', async () => {
     const host = await startHost(nats.server.url, ['--roles', 'criteria,revise', '--pool', '1', '--script', `${demo}/script.yaml`]);
     try {
-      const { result } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
+      const { result, events } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
+      // It did wait for workers before giving up (a lower bound only: no timing threshold).
+      const started = events.find((event) => event.type === 'wave.started')?.at ?? 0;
+      const finished = events.find((event) => event.type === 'run.finished')?.at ?? 0;
+      expect(finished - started).toBeGreaterThanOrEqual(1_000);
       expect(result.status).toBe('FAILED');
       if (result.status !== 'FAILED') return;
       expect(result.code).toBe('NO_RESPONDERS');
       expect(result.reason).toBe('no evaluate workers answered within 1 s (nobody serves polish.v1.task.evaluate)');
       expect(result.artifact).toBe(spec.artifact);
+    } finally {
+      await stop(host);
+    }
+  });
+
+  it('with --reuse, one process serves several tasks in turn, never more than N', async () => {
+    const host = await startHost(nats.server.url, ['--pool', '1', '--reuse', '2', '--script', `${demo}/script.yaml`]);
+    try {
+      const { result, answers } = await run(spec);
+      expect(outcome(result)).toEqual(outcome(undisturbed));
+      const tasksPerPid = new Map<number, number>();
+      for (const answer of answers) tasksPerPid.set(answer.worker.pid, (tasksPerPid.get(answer.worker.pid) ?? 0) + 1);
+      expect(Math.max(...tasksPerPid.values())).toBe(2);
+      expect(answers.filter((answer) => answer.role === 'evaluate').map((answer) => answer.worker.pid)).toHaveLength(3);
     } finally {
       await stop(host);
     }
@@ -113,11 +143,14 @@ describe('agents as single-use worker processes over NATS', () => {
   });
 
   it('loses no task when a host is shut down gracefully mid-run', async () => {
-    const draining = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    const held = heldScript();
+    const draining = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
     const running = run(spec);
     const [, pid, taskId] = await draining.waitFor(/^worker (\d+) \(evaluate\) took task (\S+)/);
     draining.child.kill('SIGTERM');
-    const successor = await startHost(nats.server.url, ['--pool', '1', '--script', slowScript(1_000)]);
+    await draining.waitFor(/SIGTERM: draining/);
+    const successor = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
+    held.release();
     try {
       expect(await draining.exited).toEqual({ code: 0, signal: null });
       const drainedAt = draining.lines.findIndex((line) => line.includes('SIGTERM: draining'));
@@ -147,16 +180,27 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     expect(processesTagged(tag)).toEqual([]);
   });
 
-  it('Ctrl-C cancels an embedded run: exit 5, and nothing left running', async () => {
+  it('Ctrl-C twice cancels an embedded run: exit 5, and nothing left running', async () => {
     const tag = randomUUID();
     const running = startPolish(
-      ['run', `${demo}/artifact.md`, '--goal', 'g', '--script', slowScript(60_000), '--state-dir', join(scratch, 'state')],
+      ['run', `${demo}/artifact.md`, '--goal', 'g', '--script', heldScript().script, '--state-dir', join(scratch, 'state')],
       { POLISH_TEST_TAG: tag },
     );
     await running.waitFor(/^iteration 1: wave 2, evaluating/);
     running.child.kill('SIGINT');
+    running.child.kill('SIGINT');
     expect(await running.exited).toEqual({ code: 5, signal: null });
     expect(running.lines).toContain('polish: CANCELLED: interrupted by SIGINT');
+    expect(processesTagged(tag)).toEqual([]);
+  });
+
+  it('workers that cannot start are a setup error (exit 6), with nothing left running', async () => {
+    const tag = randomUUID();
+    const crash = join(scratch, 'crash-workers.cjs');
+    writeFileSync(crash, 'if (process.env.POLISH_WORKER_CONFIG) process.exit(3);\n');
+    const failing = startPolish(['demo', '--state-dir', join(scratch, 'state')], { NODE_OPTIONS: `--require ${crash}`, POLISH_TEST_TAG: tag });
+    expect((await failing.exited).code).toBe(6);
+    expect(failing.lines.join('\n')).toContain('polish: cannot start: criteria workers keep failing to start');
     expect(processesTagged(tag)).toEqual([]);
   });
 

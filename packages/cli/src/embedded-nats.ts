@@ -1,5 +1,6 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { SetupError } from './setup-error.js';
 
 /** A nats-server this process started. */
@@ -28,8 +29,12 @@ export function startNatsServer(options: {
   onLog?: (text: string) => void;
 }): Promise<EmbeddedNats> {
   mkdirSync(options.storeDir, { recursive: true });
+  // Artifacts travel whole in task messages: allow 8 MB (NATS's default is 1 MB) until large
+  // artifacts go through the Object Store.
+  const config = join(options.storeDir, 'polish-nats.conf');
+  writeFileSync(config, 'max_payload: 8MB\n');
   const binary = natsServerBinary();
-  const child = spawn(binary, ['-a', '127.0.0.1', '-p', '-1', '-js', '-sd', options.storeDir, ...(options.args ?? [])], {
+  const child = spawn(binary, ['-c', config, '-a', '127.0.0.1', '-p', '-1', '-js', '-sd', options.storeDir, ...(options.args ?? [])], {
     stdio: ['ignore', 'ignore', 'pipe'],
     // Its own process group: a terminal's Ctrl-C reaches polish, which stops the server in order.
     detached: true,

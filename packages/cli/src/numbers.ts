@@ -10,10 +10,15 @@ export function parseWholeNumber(field: string, raw: string | undefined, min: nu
   return value;
 }
 
-/** Parses a duration flag given in seconds (decimals allowed) into milliseconds. */
+/** Longest duration a flag may name: one day (timers overflow past about 24.8 days). */
+const MAX_SECONDS = 86_400;
+
+/** Parses a duration flag given in seconds (decimals allowed, 0.01 to 86400) into milliseconds. */
 export function parseSeconds(field: string, raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);
-  if (!Number.isFinite(value) || value <= 0) throw new InputError(field, `must be a number of seconds above 0, got "${raw}"`);
+  if (!/^\s*[0-9.]+\s*$/.test(raw) || !Number.isFinite(value) || value < 0.01 || value > MAX_SECONDS) {
+    throw new InputError(field, `must be a number of seconds from 0.01 to ${MAX_SECONDS}, got "${raw}"`);
+  }
   return Math.round(value * 1000);
 }

@@ -27,6 +27,8 @@ export interface Runtime {
   dispatcher: Dispatcher;
   natsUrl: string;
   embedded: boolean;
+  /** Largest message the NATS server accepts, in bytes. */
+  maxPayload: number;
   /** Stops what was started. `abandon`: the run was cancelled, so tasks in hand are killed, not awaited. */
   close(options?: { abandon?: boolean }): Promise<void>;
 }
@@ -62,6 +64,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
       natsUrl: options.natsUrl,
       embedded: false,
+      maxPayload: connection.info?.max_payload ?? 1024 * 1024,
       close: () => connection.drain(),
     };
   }
@@ -72,11 +75,24 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
   let server: EmbeddedNats | undefined;
   let host: AgentHost | undefined;
   let connection: NatsConnection | undefined;
+  // If polish exits without close() (an uncaught error, process.exit), take the server and the
+  // workers down with it: it started them, nothing else will stop them.
+  const killOnExit = () => {
+    for (const pid of [server?.pid, ...(host?.workerPids() ?? [])]) {
+      try {
+        if (pid) process.kill(pid, 'SIGKILL');
+      } catch {
+        // Already gone.
+      }
+    }
+  };
+  process.on('exit', killOnExit);
   const close = async (closeOptions: { abandon?: boolean } = {}) => {
     await connection?.drain().catch(() => undefined);
     // After a run has ended no task is in hand, so a worker that does not leave within 30 s is stuck.
     await host?.stop({ graceMs: closeOptions.abandon ? 0 : 30_000 });
     await server?.stop();
+    process.off('exit', killOnExit);
     rmSync(storeDir, { recursive: true, force: true });
   };
   try {
@@ -90,10 +106,18 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       model: options.models.criteria,
       roleModels: options.models,
     });
-    await host.ready;
+    await host.ready.catch((error: Error) => {
+      throw new SetupError(error.message);
+    });
     options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);
     connection = await connectTo(server.url);
-    return { dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }), natsUrl: server.url, embedded: true, close };
+    return {
+      dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      natsUrl: server.url,
+      embedded: true,
+      maxPayload: connection.info?.max_payload ?? 1024 * 1024,
+      close,
+    };
   } catch (error) {
     await close();
     throw error;

@@ -18,7 +18,7 @@ export interface NatsDispatcherOptions {
   prefix?: string;
   /** How long one dispatch waits for its reply (a model call can be slow). Default 120 s. */
   taskTimeoutMs?: number;
-  /** Dispatches of one task that time out before the run fails. Default 3. */
+  /** Dispatches of one task (timeouts and retryable errors) before the run fails. Default 3. */
   maxAttempts?: number;
   /** How long to keep retrying while no worker serves the role at all. Default 30 s. */
   workerWaitMs?: number;
@@ -38,9 +38,12 @@ function isTimeout(error: unknown): boolean {
 
 /**
  * Sends each task as a NATS request to `polish.v1.task.<role>` (served by the queue group
- * `<role>`) and waits for the reply. No responders is retried with backoff for
- * `workerWaitMs`; a reply missing its deadline (e.g. the worker was killed) is retried up to
- * `maxAttempts` dispatches. After that the task fails with a reason naming the role.
+ * `<role>`) and waits for the reply. "No responders" is retried with backoff until no worker
+ * has appeared for `workerWaitMs`; a reply missing its deadline, or a retryable error reply
+ * (the host reports a worker that died holding the task as WORKER_CRASHED), is dispatched
+ * again, `maxAttempts` dispatches at most. After that the task fails with a reason naming the
+ * role. Note: any plain subscriber on a task subject (say a `>` monitor) counts as a responder
+ * for NATS, so "no responders" then becomes a timeout.
  */
 export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
@@ -49,42 +52,62 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   const workerWaitMs = options.workerWaitMs ?? 30_000;
   const firstBackoffMs = options.backoffMs ?? 20;
 
+  /** One request, raced against the caller's abort so a cancelled run stops waiting at once. */
+  function request(subject: string, task: string, signal?: AbortSignal) {
+    const pending = options.connection.request(subject, task, { timeout: taskTimeoutMs });
+    if (!signal) return pending;
+    return new Promise<Awaited<typeof pending>>((resolve, reject) => {
+      const onAbort = () => reject(signal.reason);
+      signal.addEventListener('abort', onAbort, { once: true });
+      pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    });
+  }
+
   async function dispatch(role: Role, payload: unknown, signal?: AbortSignal): Promise<DispatchOutcome> {
     const subject = taskSubject(role, prefix);
     const taskId = randomUUID();
-    const started = Date.now();
     let backoffMs = firstBackoffMs;
-    let timeouts = 0;
+    // The worker-wait window starts when "no responders" starts, not when the task did.
+    let noRespondersSince: number | undefined;
     // An attempt is a dispatch that reached a worker; waiting out "no responders" is not one.
     let attempt = 1;
     for (;;) {
       signal?.throwIfAborted();
       const task = TaskEnvelopeSchema.parse({ v: PROTOCOL_VERSION, taskId, role, attempt, deadline: Date.now() + taskTimeoutMs, payload });
+      let failure: PolishError;
       try {
-        const message = await options.connection.request(subject, JSON.stringify(task), { timeout: taskTimeoutMs });
+        const message = await request(subject, JSON.stringify(task), signal);
         const reply = TaskReplySchema.parse(message.json());
         if (reply.taskId !== taskId) throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
-        if (!reply.ok) throw PolishError.fromWire(reply.error);
-        return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };
+        if (reply.ok) return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };
+        failure = PolishError.fromWire(reply.error);
       } catch (error) {
+        signal?.throwIfAborted();
         if (isNoResponders(error)) {
-          if (Date.now() - started + backoffMs > workerWaitMs) {
+          noRespondersSince ??= Date.now();
+          const waited = Date.now() - noRespondersSince;
+          if (waited >= workerWaitMs) {
             throw new PolishError('NO_RESPONDERS', `no ${role} workers answered within ${seconds(workerWaitMs)} (nobody serves ${subject})`, {
               cause: error,
             });
           }
-        } else if (isTimeout(error)) {
-          timeouts += 1;
-          attempt += 1;
-          if (timeouts >= maxAttempts) {
-            throw new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(taskTimeoutMs)}, ${timeouts} attempts`, {
-              cause: error,
-            });
-          }
-        } else {
-          throw error instanceof PolishError ? error : new PolishError('INTERNAL', `${role} dispatch failed: ${String(error)}`, { cause: error });
+          await delay(Math.min(backoffMs, workerWaitMs - waited), undefined, signal ? { signal } : {});
+          backoffMs = Math.min(backoffMs * 2, 1_000);
+          continue;
         }
+        failure = isTimeout(error)
+          ? new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(taskTimeoutMs)}`, { cause: error })
+          : error instanceof PolishError
+            ? error
+            : new PolishError('INTERNAL', `${role} dispatch failed: ${String(error)}`, { cause: error });
       }
+      // A timeout or a crashed worker (retryable) is dispatched again, within bounds; anything else is final.
+      noRespondersSince = undefined;
+      if (!failure.retryable) throw failure;
+      if (attempt >= maxAttempts) {
+        throw new PolishError(failure.code, `${failure.message} (${attempt} attempts)`, { cause: failure, retryable: false });
+      }
+      attempt += 1;
       await delay(backoffMs, undefined, signal ? { signal } : {});
       backoffMs = Math.min(backoffMs * 2, 1_000);
     }

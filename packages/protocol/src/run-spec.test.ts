@@ -28,6 +28,7 @@ describe('RunSpecSchema', () => {
     [{ ...base, threshold: 'most' }, 'threshold: must be pass_all or pass_N (e.g. pass_3)'],
     [{ ...base, threshold: 'pass_0', criteria }, 'threshold: pass_N needs N of at least 1'],
     [{ ...base, threshold: 'pass_3', criteria }, 'threshold: pass_3 needs 3 criteria but only 2 are given'],
+    [{ ...base, threshold: 'pass_9' }, 'threshold: pass_9 can never be met: Wave 1 locks at most 8 criteria'],
     [{ ...base, criteria: [] }, 'criteria: at least 1 criterion is needed'],
     [{ ...base, criteria: [criteria[0], criteria[0]] }, 'criteria.1.id: duplicate criterion id C1'],
     [{ ...base, criteria: [{ id: 'C1', text: ' ' }] }, 'criteria.0.text: must not be empty'],

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { CriteriaListSchema } from './criteria.js';
+import { CriteriaListSchema, MAX_CRITERIA } from './criteria.js';
 import { ThresholdSchema, requiredPasses } from './threshold.js';
 
 /** Most iterations a run may be given (DESIGN §1). */
@@ -22,6 +22,9 @@ export const RunSpecSchema = z
     if (spec.threshold === 'pass_all') return;
     const needed = requiredPasses(spec.threshold, spec.criteria?.length ?? Infinity);
     if (needed < 1) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'pass_N needs N of at least 1' });
+    if (!spec.criteria && needed > MAX_CRITERIA) {
+      ctx.addIssue({ code: 'custom', path: ['threshold'], message: `${spec.threshold} can never be met: Wave 1 locks at most ${MAX_CRITERIA} criteria` });
+    }
     if (spec.criteria && needed > spec.criteria.length) {
       ctx.addIssue({
         code: 'custom',

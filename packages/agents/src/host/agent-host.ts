@@ -1,9 +1,10 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { availableParallelism } from 'node:os';
+import { availableParallelism, hostname } from 'node:os';
+import { connect } from '@nats-io/transport-node';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_SUBJECT_PREFIX, type Role } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type Role } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 
@@ -57,7 +58,11 @@ interface WorkerSlot {
   child: ChildProcess;
   role: Role;
   ready: boolean;
+  /** Whether this worker's boot has been counted as finished (once, whichever comes first: ready or exit). */
+  bootCounted: boolean;
   tasksTaken: number;
+  /** The task in hand, and where its reply goes. */
+  held: { taskId: string; reply?: string } | undefined;
 }
 
 /** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
@@ -70,8 +75,9 @@ function workerEntry(): string {
  * Keeps a warm pool of single-use worker processes per role: `pool` processes per role that
  * can still take a task. The host subscribes to nothing itself: each worker connects to NATS,
  * takes its task(s), replies and exits. A replacement is spawned as soon as a worker takes its
- * last task (not when it exits), so the pool stays warm. A worker that crashes is replaced
- * too; its task times out and the dispatcher retries it.
+ * last task (not when it exits), so the pool stays warm. A worker that dies holding a task is
+ * replaced too, and the host answers that task WORKER_CRASHED (retryable), so the dispatcher
+ * sends it again at once instead of waiting out its timeout.
  */
 export function createAgentHost(options: AgentHostOptions): AgentHost {
   const pool = options.pool ?? 2;
@@ -112,9 +118,25 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     for (let index = 0; index < wanted; index += 1) queued.push(role);
     bootNext();
   };
-  const booted = () => {
+  const booted = (slot: WorkerSlot) => {
+    if (slot.bootCounted) return;
+    slot.bootCounted = true;
     booting -= 1;
     bootNext();
+  };
+
+  // The host's own connection publishes only WORKER_CRASHED replies; it subscribes to nothing.
+  const connection = connect({ servers: options.natsUrl, name: `polish-host-${process.pid}` });
+  connection.catch(() => undefined);
+  const reportCrash = async (slot: WorkerSlot, pid: number, how: string) => {
+    if (!slot.held?.reply) return;
+    const error = new PolishError('WORKER_CRASHED', `${slot.role} worker ${pid} died holding the task (${how})`);
+    const reply = { v: PROTOCOL_VERSION, taskId: slot.held.taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker: { pid, hostname: hostname() } };
+    try {
+      (await connection).publish(slot.held.reply, JSON.stringify(reply));
+    } catch {
+      // NATS is unreachable: the dispatcher's timeout covers this task.
+    }
   };
 
   const spawnWorker = (role: Role) => {
@@ -127,31 +149,42 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       // A worker whose host dies sees the IPC channel close and drains by itself.
       detached: true,
     });
-    const pid = child.pid ?? -1;
-    const slot: WorkerSlot = { child, role, ready: false, tasksTaken: 0 };
+    const slot: WorkerSlot = { child, role, ready: false, bootCounted: false, tasksTaken: 0, held: undefined };
+    if (child.pid === undefined) {
+      // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
+      child.once('error', (error) => host.emit('worker.failed', { role, message: `cannot start a ${role} worker: ${error.message}` }));
+      booted(slot);
+      if ((bootFailures += 1) <= pool * options.roles.length * 3) setTimeout(() => replenish(role), 1_000).unref();
+      return;
+    }
+    const pid = child.pid;
     slots.set(pid, slot);
+    child.on('error', () => undefined); // exit follows; a failed kill() on a gone process is not news
     child.on('message', (notice: WorkerNotice) => {
       if (notice.type === 'started') {
         host.emit('worker.started', { pid, role });
       } else if (notice.type === 'ready') {
         slot.ready = true;
-        booted();
+        booted(slot);
         bootFailures = 0;
         host.emit('worker.ready', { pid, role, bootMs: performance.now() - started });
         checkReady();
       } else if (notice.type === 'task.taken') {
         slot.tasksTaken += 1;
+        slot.held = { taskId: notice.taskId, ...(notice.reply ? { reply: notice.reply } : {}) };
         host.emit('task.taken', { pid, role, taskId: notice.taskId });
         // Replace it now, not when it exits: with a real model the successor is warm long before this task ends.
         replenish(role);
       } else {
+        slot.held = undefined;
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
       }
     });
     child.on('exit', (code, signal) => {
       slots.delete(pid);
-      if (!slot.ready) booted();
+      booted(slot);
       const crashed = code !== 0;
+      if (crashed) void reportCrash(slot, pid, signal ?? `exit code ${code}`);
       host.emit('worker.exited', { pid, role, code, signal, crashed });
       if (stopping) return;
       // A worker that cannot even start (bad settings, NATS unreachable) must not respawn forever.
@@ -185,6 +218,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     }, stopOptions.graceMs ?? options.drainTimeoutMs ?? 600_000);
     await Promise.all(exits);
     clearTimeout(timer);
+    await (await connection.catch(() => undefined))?.drain().catch(() => undefined);
   };
   return host;
 }

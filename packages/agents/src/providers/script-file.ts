@@ -22,6 +22,8 @@ const RuleSchema = z
     answers: z.array(AnswerSchema).min(1).optional(),
     /** Wait this long before answering, to stand in for a slow model. */
     delay_ms: z.int().min(0).max(600_000).optional(),
+    /** Wait until this file exists before answering: lets a test decide when a "model" answers. */
+    hold_until_file: z.string().min(1).optional(),
   })
   .refine((rule) => (rule.answer === undefined) !== (rule.answers === undefined), 'a rule has exactly one of answer or answers');
 

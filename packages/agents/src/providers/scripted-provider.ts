@@ -1,3 +1,5 @@
+import { existsSync, watch } from 'node:fs';
+import { basename, dirname } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
 import { PolishError, type Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
@@ -27,6 +29,21 @@ function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): 
   );
 }
 
+/** Resolves once `path` exists; watches its folder rather than polling. */
+function fileExists(path: string): Promise<void> {
+  return new Promise((resolve) => {
+    const watcher = watch(dirname(path), (_event, name) => {
+      if ((name === null || name === basename(path)) && existsSync(path)) done();
+    });
+    const done = () => {
+      watcher.close();
+      resolve();
+    };
+    // Checked after the watcher exists, so a file created in between is not missed.
+    if (existsSync(path)) done();
+  });
+}
+
 const asText = (answer: unknown) => (typeof answer === 'string' ? answer : JSON.stringify(answer));
 
 /**
@@ -52,6 +69,7 @@ export function createScriptedProvider(source: ScriptFile | ScriptFunction): Mod
       const answers = rule.answers ?? [rule.answer];
       const text = asText(answers[Math.min(round, answers.length - 1)]);
       if (rule.delay_ms) await delay(rule.delay_ms);
+      if (rule.hold_until_file) await fileExists(rule.hold_until_file);
       return { text, usage: scriptedUsage(request, text) };
     },
   };

@@ -1,44 +1,49 @@
-import { connect } from '@nats-io/transport-node';
-import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject } from '@polish/protocol';
+import { connect, type Msg } from '@nats-io/transport-node';
+import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type WorkerInfo } from '@polish/protocol';
 import { handleTask, currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
+import type { ModelProvider } from '../providers/model-provider.js';
 import type { WorkerConfig, WorkerNotice } from './worker-config.js';
 import { warmUp } from './warm-up.js';
 
+/** Answers one task message; never throws (failures become error replies). */
+async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, notify: (notice: WorkerNotice) => Promise<void>) {
+  let raw: unknown;
+  try {
+    raw = message.json();
+  } catch {
+    const error = new PolishError('INVALID_INPUT', 'task rejected before any model call: the message is not JSON');
+    message.respond(JSON.stringify({ v: PROTOCOL_VERSION, taskId: 'unknown', ok: false, error: error.toWire(), usage: ZERO_USAGE, worker }));
+    return;
+  }
+  const taskId = String((raw as { taskId?: unknown } | null)?.taskId ?? 'unknown');
+  // The host learns where the reply goes, so it can answer WORKER_CRASHED if this process dies.
+  await notify({ type: 'task.taken', taskId, ...(message.reply ? { reply: message.reply } : {}) });
+  const reply = await handleTask(raw, model, worker);
+  message.respond(JSON.stringify(reply));
+  await notify({ type: 'task.done', taskId, ok: reply.ok });
+}
+
 /**
- * One worker process's life: connect, take at most `reuse` tasks of one role from the role's
- * queue group (`max` on the subscription, so the server itself stops delivering), answer each,
- * then drain and return. `stop` resolves the same way early: no new tasks, the one in hand
- * finishes and is answered.
+ * One worker process's life: connect, warm up, then take at most `reuse` tasks of one role
+ * from the role's queue group, one at a time (each subscription has `max: 1`, so the server
+ * never hands a busy worker a second task), answer each, then drain and return. `stop` ends it
+ * early the same way: no new task, the one in hand finishes and is answered.
  */
-export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNotice) => void, stop: AbortSignal): Promise<void> {
+export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNotice) => Promise<void>, stop: AbortSignal): Promise<void> {
   const model = await createModel(config.model);
   const worker = currentWorker();
   const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}` });
   await warmUp(config.role, connection);
-  // Stopped while booting (the abort event has already fired): leave without taking a task.
-  if (stop.aborted) return connection.drain();
-  const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: config.reuse });
-  // drain() rejects once the subscription has already closed (max reached): nothing to stop then.
-  const onStop = () => void subscription.drain().catch(() => undefined);
-  stop.addEventListener('abort', onStop, { once: true });
-  await connection.flush();
-  notify({ type: 'ready' });
-  for await (const message of subscription) {
-    let raw: unknown;
-    try {
-      raw = message.json();
-    } catch {
-      const error = new PolishError('INVALID_INPUT', 'task rejected before any model call: the message is not JSON');
-      message.respond(JSON.stringify({ v: PROTOCOL_VERSION, taskId: 'unknown', ok: false, error: error.toWire(), usage: ZERO_USAGE, worker }));
-      continue;
-    }
-    const taskId = String((raw as { taskId?: unknown } | null)?.taskId ?? 'unknown');
-    notify({ type: 'task.taken', taskId });
-    const reply = await handleTask(raw, model, worker);
-    message.respond(JSON.stringify(reply));
-    notify({ type: 'task.done', taskId, ok: reply.ok });
+  for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
+    const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: 1 });
+    // drain() rejects once the subscription has already closed (its one message taken): nothing to stop then.
+    const onStop = () => void subscription.drain().catch(() => undefined);
+    stop.addEventListener('abort', onStop, { once: true });
+    await connection.flush();
+    if (served === 0) await notify({ type: 'ready' });
+    for await (const message of subscription) await serve(message, model, worker, notify);
+    stop.removeEventListener('abort', onStop);
   }
-  stop.removeEventListener('abort', onStop);
   await connection.drain();
 }

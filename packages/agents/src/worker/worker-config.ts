@@ -20,5 +20,5 @@ export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 export type WorkerNotice =
   | { type: 'started' }
   | { type: 'ready' }
-  | { type: 'task.taken'; taskId: string }
+  | { type: 'task.taken'; taskId: string; reply?: string }
   | { type: 'task.done'; taskId: string; ok: boolean };

@@ -3,7 +3,7 @@ import { startPolish } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
 import { describeModels, resolveModels, type ModelFlags, type ResolvedModels } from '../models.js';
 import { createProgressReporter } from '../progress.js';
-import { writeFileAtomic } from '../write-output.js';
+import { checkWritable, writeFileAtomic } from '../write-output.js';
 import { exitCodeFor } from '../exit-codes.js';
 import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
@@ -33,6 +33,9 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   const pool = parseWholeNumber('pool', flags.pool, 1, 64);
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000);
+  if (natsUrl && (pool !== undefined || reuse !== undefined || flags.stateDir)) {
+    log('polish: note: --pool, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`');
+  }
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   return {
@@ -52,13 +55,19 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
  */
 export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, prices?: ResolvedModels['prices']): Promise<RunResult> {
   const controller = new AbortController();
-  const cancel = (signal: NodeJS.Signals) => controller.abort(`interrupted by ${signal}`);
-  process.once('SIGINT', cancel);
-  process.once('SIGTERM', cancel);
+  // Listening (not once) until everything is stopped: a second Ctrl-C must not kill polish
+  // before it has stopped the nats-server and workers it started.
+  const cancel = (signal: NodeJS.Signals) => {
+    if (controller.signal.aborted) log(`polish: ${signal} again: stopping now`);
+    else controller.abort(`interrupted by ${signal}`);
+  };
+  process.on('SIGINT', cancel);
+  process.on('SIGTERM', cancel);
   try {
     const runtime = await openRuntime(runtimeOptions);
     try {
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
+      checkFits(spec, runtime.maxPayload);
       return await startPolish(spec, {
         dispatcher: runtime.dispatcher,
         onEvent: createProgressReporter(),
@@ -71,6 +80,19 @@ export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, 
   } finally {
     process.off('SIGINT', cancel);
     process.off('SIGTERM', cancel);
+  }
+}
+
+/** A task carries the whole artifact: refuse one that cannot fit in a NATS message, before any model call. */
+function checkFits(spec: RunSpec, maxPayload: number): void {
+  // Room for the envelope, the goal, the criteria and the blocking gaps next to the artifact.
+  const needed = Buffer.byteLength(spec.artifact) + Buffer.byteLength(spec.goal) + 64 * 1024;
+  if (needed > maxPayload) {
+    throw new InputError(
+      'artifact',
+      `${Buffer.byteLength(spec.artifact)} bytes do not fit in a task: this NATS server accepts messages up to ${maxPayload} bytes ` +
+        '(max_payload); raise max_payload in its configuration (the embedded server allows 8 MB)',
+    );
   }
 }
 
@@ -91,9 +113,13 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
 /** `polish run <file|-> --goal …`: validates everything before anything runs or is written. */
 export async function runCommand(artifactPath: string, flags: RunFlags): Promise<number> {
   const spec = readSpec(artifactPath, flags);
+  if (flags.out) checkWritable(flags.out);
   const topology = readTopology(flags);
   // With --nats the workers run elsewhere with their own models and keys; prices still apply.
   const models = topology.natsUrl ? undefined : resolveModels(flags);
+  if (topology.natsUrl && (flags.model || flags.criteriaModel || flags.evaluatorModel || flags.reviserModel || flags.script)) {
+    log('polish: note: model flags apply to the workers; with --nats they were set where `polish worker` runs');
+  }
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const prices = models?.prices ?? DEFAULT_PRICES;
   try {

@@ -83,7 +83,8 @@ describe('real providers in worker processes over NATS', () => {
     const host = await startHost(
       nats.server.url,
       ['--pool', '2', '--model', `openai:llama-test@${local.url}/v1`, '--reviser-model', `anthropic:claude-test@${claude.url}`],
-      cleanEnvironment({ ANTHROPIC_API_KEY: KEY }),
+      // An OpenAI key in the environment must not be sent to some other OpenAI-compatible server.
+      cleanEnvironment({ ANTHROPIC_API_KEY: KEY, OPENAI_API_KEY: 'sk-openai-not-for-others' }),
     );
     try {
       const run = await polish(['run', artifact, '--goal', goal, '--nats', nats.server.url, '--json'], { env: cleanEnvironment() });
@@ -92,7 +93,8 @@ describe('real providers in worker processes over NATS', () => {
       expect(result.status).toBe('CONVERGED');
       expect(local.requests.map((request) => roleOf(openaiText(request).system))).toEqual(['criteria', 'evaluate', 'evaluate', 'evaluate']);
       expect(claude.requests.map((request) => roleOf(anthropicText(request).system))).toEqual(['revise', 'revise']);
-      expect(Object.keys(result.usage_by_model).sort()).toEqual(['anthropic:claude-test', 'openai-compatible:llama-test']);
+      expect(Object.keys(result.usage_by_model).sort()).toEqual(['anthropic:claude-test', 'local:llama-test']);
+      for (const request of local.requests) expect(String(request.headers.authorization)).not.toContain('sk-openai-not-for-others');
       expect(host.lines).toContain(`polish worker: model for criteria, evaluate: openai:llama-test@${local.url}/v1`);
     } finally {
       await stop(host);

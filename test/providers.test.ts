@@ -103,9 +103,11 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
   });
 
   it('fails the run naming the role and the key variable on an authentication error', async () => {
-    const server = await fakeAnthropic(() => ({ status: 401, errorType: 'authentication_error', message: 'invalid x-api-key' }));
+    // This server echoes the key in its error text, as some do: it must not reach the reason.
+    const server = await fakeAnthropic(() => ({ status: 401, errorType: 'authentication_error', message: `invalid x-api-key ${KEY}` }));
     const { result } = await runWithModels(spec, claude(server));
-    expect(failure(result)).toBe('MODEL_ERROR: criteria: anthropic rejected the API key in ANTHROPIC_API_KEY (401 authentication_error): invalid x-api-key');
+    expect(failure(result)).toBe('MODEL_ERROR: criteria: anthropic rejected the API key in ANTHROPIC_API_KEY (401 authentication_error)');
+    expect(JSON.stringify(result)).not.toContain(KEY);
   });
 
   it('repairs a schema-violating answer once, citing the error in the next request', async () => {
@@ -123,6 +125,9 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, claude(server));
     expect(failure(result)).toMatch(/^CONTRACT_VIOLATION: evaluate answer still invalid after 2 repairs: the answer is not JSON/);
     expect(server.requests).toHaveLength(3);
+    // Failed work was paid for: it is counted.
+    expect(result.usage).toEqual(server.reported);
+    expect(result.usage_by_wave.evaluate).toEqual(server.reported);
   });
 
   it('reports exactly the usage the server reported, per run, per wave and per iteration', async () => {
@@ -185,7 +190,7 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
     const format = evaluation?.body.response_format as { json_schema: { schema: { properties: { scores: unknown } } } };
     expect(format.json_schema.schema.properties.scores).toBeDefined();
     expect(openaiMessages(evaluation as RecordedRequest).map((message) => message.role)).toEqual(['system', 'user']);
-    expect(result.models).toEqual([{ provider: 'openai-compatible', model: 'llama-test', scripted: false }]);
+    expect(result.models).toEqual([{ provider: 'local', model: 'llama-test', scripted: false }]);
     expect(result.usage.input_tokens).toBe(server.reported.input_tokens);
   });
 

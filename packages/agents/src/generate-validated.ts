@@ -45,13 +45,19 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
   const messages: ModelMessage[] = [{ role: 'user', content: request.prompt }];
   let usage = ZERO_USAGE;
   for (let round = 0; ; round += 1) {
-    const response = await request.model.generate({
-      role: request.role,
-      system: request.system,
-      messages: [...messages],
-      jsonSchema: request.jsonSchema,
-      payload: request.payload,
-    });
+    let response;
+    try {
+      response = await request.model.generate({
+        role: request.role,
+        system: request.system,
+        messages: [...messages],
+        jsonSchema: request.jsonSchema,
+        payload: request.payload,
+      });
+    } catch (error) {
+      // The repair rounds before the failure were paid for: keep their usage on the error.
+      throw PolishError.from(error).withUsage(usage, request.model.info);
+    }
     usage = addUsage(usage, response.usage);
     const outcome = problemWith(response.text, request.schema);
     if ('value' in outcome) return { value: outcome.value, usage };
@@ -59,6 +65,7 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
       throw new PolishError(
         'CONTRACT_VIOLATION',
         `${request.role} answer still invalid after ${maxRepairs} repair${maxRepairs === 1 ? '' : 's'}: ${outcome.problem}`,
+        { usage, model: request.model.info },
       );
     }
     messages.push(

@@ -58,6 +58,6 @@ export async function handleTask(raw: unknown, models: RoleModels, worker: Worke
     const polishError = PolishError.from(error);
     const message = polishError.code === 'INTERNAL' ? `${task.role} worker failed: ${polishError.message}` : polishError.message;
     const wire = { ...polishError.toWire(), message };
-    return { v: PROTOCOL_VERSION, taskId, ok: false, error: wire, usage: ZERO_USAGE, model: model.info, worker };
+    return { v: PROTOCOL_VERSION, taskId, ok: false, error: wire, usage: polishError.usage ?? ZERO_USAGE, model: model.info, worker };
   }
 }

@@ -11,7 +11,8 @@ export const DEFAULT_PRICES: PriceTable = {
   'anthropic:claude-haiku-4-5': { input: 1, output: 5, cache_read: 0.1, cache_write: 1.25 },
   'openai:gpt-4.1': { input: 2, output: 8, cache_read: 0.5 },
   'openai:gpt-4.1-mini': { input: 0.4, output: 1.6, cache_read: 0.1 },
-  // Local servers and scripted answers have no per-token bill.
-  'openai-compatible:*': { input: 0, output: 0 },
+  // A server on this machine and scripted answers have no per-token bill. Other
+  // OpenAI-compatible endpoints have no default price: their cost shows as unknown.
+  'local:*': { input: 0, output: 0 },
   'scripted:*': { input: 0, output: 0 },
 };

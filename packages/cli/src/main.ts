@@ -4,6 +4,8 @@ import { PolishError } from '@polish/protocol';
 import { runCommand } from './commands/run.js';
 import { demoCommand } from './commands/demo.js';
 import { workerCommand } from './commands/worker.js';
+import { serveCommand } from './commands/serve.js';
+import { controlCommand } from './commands/control.js';
 import { InputError } from './input-error.js';
 import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
@@ -30,7 +32,7 @@ const topologyOptions = (command: Command) =>
     .option('--pool <n>', 'embedded: warm worker processes per role (default 1)')
     .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
     .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
-    .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 120)')
+    .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
     .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)');
 
 modelOptions(topologyOptions(
@@ -43,7 +45,8 @@ modelOptions(topologyOptions(
     .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
     .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
     .option('--out <file>', 'write the final artifact here instead of standard output')
-    .option('--json', 'print the result object as JSON on standard output'),
+    .option('--json', 'print the result object as JSON on standard output')
+    .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
 )).action(async (file: string, flags) => {
   process.exitCode = await runCommand(file, flags);
 });
@@ -67,6 +70,40 @@ modelOptions(program
   .action(async (flags) => {
     process.exitCode = await workerCommand(flags);
   });
+
+program
+  .command('serve')
+  .description('run a long-lived orchestrator: takes runs over NATS, persists every step, resumes after a restart')
+  .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
+  .option('--id <name>', 'this orchestrator\'s name; it resumes the unfinished runs it owns (default: the hostname)')
+  .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
+  .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+  .action(async (flags) => {
+    process.exitCode = await serveCommand(flags);
+  });
+
+const controlOptions = (command: Command) =>
+  command.option('--nats <url>', 'NATS server URL where `polish serve` runs (default $NATS_URL)').option('--json', 'print JSON');
+
+controlOptions(program.command('status').description('show one run, or every run').argument('[runId]')).action(async (runId: string | undefined, flags) => {
+  process.exitCode = await controlCommand('status', runId, flags);
+});
+controlOptions(program.command('list').description('list the runs the run service knows')).action(async (flags) => {
+  process.exitCode = await controlCommand('list', undefined, flags);
+});
+controlOptions(program.command('cancel').description('cancel a run: it ends CANCELLED').argument('<runId>')).action(async (runId: string, flags) => {
+  process.exitCode = await controlCommand('cancel', runId, flags);
+});
+controlOptions(program.command('resume').description('continue an unfinished run (e.g. of an orchestrator that is gone) here').argument('<runId>')).action(
+  async (runId: string, flags) => {
+    process.exitCode = await controlCommand('resume', runId, flags);
+  },
+);
+controlOptions(
+  program.command('extend').description('give a run that reached its cap more iterations (criteria unchanged)').argument('<runId>').option('--cap <n>', 'the new cap, up to 8'),
+).action(async (runId: string, flags) => {
+  process.exitCode = await controlCommand('extend', runId, flags);
+});
 
 try {
   await program.parseAsync(process.argv);

@@ -10,7 +10,7 @@ const directory = mkdtempSync(join(tmpdir(), 'polish-models-'));
 const config = join(directory, 'polish.yaml');
 writeFileSync(
   config,
-  'model: openai:config-model@http://127.0.0.1:9/v1\nevaluator_model: ollama:config-evaluator\ntimeout_seconds: 7\nprices:\n  "openai-compatible:*": { input: 1, output: 2 }\n',
+  'model: openai:config-model@http://127.0.0.1:9/v1\nevaluator_model: ollama:config-evaluator\ntimeout_seconds: 7\nprices:\n  "local:*": { input: 1, output: 2 }\n',
 );
 const keys = { ANTHROPIC_API_KEY: 'k', OPENAI_API_KEY: 'k' };
 const specs = (resolved: ReturnType<typeof resolveModels>) =>
@@ -57,7 +57,7 @@ describe('resolveModels: which model each role gets', () => {
   it('takes call settings and prices from the config file', () => {
     const resolved = resolveModels({ config }, keys);
     expect(resolved.byRole.criteria).toMatchObject({ timeoutMs: 7000 });
-    expect(resolved.prices['openai-compatible:*']).toEqual({ input: 1, output: 2 });
+    expect(resolved.prices['local:*']).toEqual({ input: 1, output: 2 });
     expect(resolved.prices['anthropic:claude-sonnet-4-5']).toBeDefined();
   });
 

@@ -16,7 +16,11 @@ import type { Dispatcher, DispatchOutcome } from './dispatcher.js';
 export interface NatsDispatcherOptions {
   connection: NatsConnection;
   prefix?: string;
-  /** How long one dispatch waits for its reply (a model call can be slow). Default 120 s. */
+  /**
+   * How long one dispatch waits for its reply. Default 300 s: above a provider's own budget
+   * (60 s per attempt, 3 attempts, backoff), so a slow API ends as the provider's MODEL_ERROR
+   * naming the role rather than as a re-dispatch.
+   */
   taskTimeoutMs?: number;
   /** Dispatches of one task (timeouts and retryable errors) before the run fails. Default 3. */
   maxAttempts?: number;
@@ -47,7 +51,7 @@ function isTimeout(error: unknown): boolean {
  */
 export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
-  const taskTimeoutMs = options.taskTimeoutMs ?? 120_000;
+  const taskTimeoutMs = options.taskTimeoutMs ?? 300_000;
   const maxAttempts = options.maxAttempts ?? 3;
   const workerWaitMs = options.workerWaitMs ?? 30_000;
   const firstBackoffMs = options.backoffMs ?? 20;
@@ -80,7 +84,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         const reply = TaskReplySchema.parse(message.json());
         if (reply.taskId !== taskId) throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
         if (reply.ok) return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };
-        failure = PolishError.fromWire(reply.error);
+        failure = PolishError.fromWire(reply.error, reply.usage, reply.model);
       } catch (error) {
         signal?.throwIfAborted();
         if (isNoResponders(error)) {

@@ -35,6 +35,15 @@ export interface PolishContext {
   failure: { code: ErrorCode; reason: string } | null;
 }
 
+/**
+ * What a run starts from: a spec, and for `extend` the state of a run that reached its cap
+ * (it continues by revising its last evaluated version, criteria unchanged).
+ */
+export interface PolishInput {
+  spec: RunSpec;
+  resume?: Omit<PolishContext, 'spec' | 'failure'>;
+}
+
 /** Events the machine accepts from outside. */
 export type PolishEvent = { type: 'CANCEL'; reason?: string };
 
@@ -69,6 +78,16 @@ function failureOf(error: unknown): { code: ErrorCode; reason: string } {
   return { code: polishError.code, reason: polishError.message };
 }
 
+/** Context updates for a wave that failed: its reason, and the usage it spent all the same. */
+function failed(context: PolishContext, wave: keyof UsageByWave, error: unknown) {
+  const polishError = PolishError.from(error);
+  const spent =
+    polishError.usage && polishError.usage.model_calls > 0
+      ? accounted(context, wave, { value: undefined, usage: polishError.usage, model: polishError.model ?? { provider: 'unknown', model: 'unknown', scripted: false } })
+      : {};
+  return { ...spent, failure: failureOf(error) };
+}
+
 const lastRecord = (context: PolishContext): IterationRecord => {
   const record = context.history.at(-1);
   if (!record) throw new Error('no evaluation recorded yet');
@@ -83,7 +102,7 @@ const lastRecord = (context: PolishContext): IterationRecord => {
 export const polishMachine = setup({
   types: {
     context: {} as PolishContext,
-    input: {} as { spec: RunSpec },
+    input: {} as PolishInput,
     events: {} as PolishEvent,
     emitted: {} as PolishEmitted,
   },
@@ -98,12 +117,16 @@ export const polishMachine = setup({
   },
   guards: {
     criteriaGiven: ({ context }) => context.criteria !== null,
+    resuming: ({ context }) => context.history.length > 0,
     thresholdMet: ({ context }) => lastRecord(context).overall === 'pass',
     capReached: ({ context }) => context.iteration >= context.spec.cap,
   },
 }).createMachine({
   id: 'polish',
-  context: ({ input }) => ({
+  context: ({ input }) =>
+    input.resume
+      ? { ...input.resume, spec: input.spec, failure: null }
+      : {
     spec: input.spec,
     criteria: input.spec.criteria ?? null,
     criteriaExtracted: false,
@@ -115,7 +138,7 @@ export const polishMachine = setup({
     usageByModel: {},
     models: [],
     failure: null,
-  }),
+  },
   initial: 'starting',
   on: {
     CANCEL: {
@@ -126,6 +149,7 @@ export const polishMachine = setup({
   states: {
     starting: {
       always: [
+        { guard: 'resuming', target: 'revising' },
         {
           guard: 'criteriaGiven',
           target: 'evaluating',
@@ -163,7 +187,7 @@ export const polishMachine = setup({
             ],
           },
         ],
-        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'criteria', event.error)) },
       },
     },
     evaluating: {
@@ -194,7 +218,7 @@ export const polishMachine = setup({
             emit(({ context }) => ({ type: 'iteration.evaluated' as const, record: lastRecord(context) })),
           ],
         },
-        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)) },
       },
     },
     judging: {
@@ -222,7 +246,7 @@ export const polishMachine = setup({
             ),
           })),
         },
-        onError: { target: 'failed', actions: assign({ failure: ({ event }) => failureOf(event.error) }) },
+        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'revise', event.error)) },
       },
     },
     converged: { type: 'final' },

@@ -3,6 +3,8 @@ import {
   CriteriaResultSchema,
   PolishError,
   RevisionSchema,
+  ZERO_USAGE,
+  addUsage,
   evaluationSchemaFor,
   type Criterion,
   type ModelInfo,
@@ -30,6 +32,22 @@ export interface WaveActorOptions {
    */
   maxContractRedispatch?: number;
   report?: (event: DistributiveOmit<RunEvent, 'runId' | 'at'>) => void;
+  /**
+   * Durable runs: finished waves are recorded under an idempotency key (run, wave, iteration),
+   * and a wave whose result is recorded is never dispatched again (XState re-runs in-flight
+   * invoked promises when a snapshot is restored).
+   */
+  ledger?: WaveLedger;
+}
+
+/** Where a durable run records each finished wave. */
+export interface WaveLedger {
+  /** The key of a wave: e.g. `<runId>.evaluate.2`. */
+  keyOf(role: Role, iteration: number): string;
+  load(key: string): Promise<WaveOutput<unknown> | undefined>;
+  save(key: string, output: WaveOutput<unknown>): Promise<void>;
+  /** Resolves once every state transition so far is persisted: nothing is sent before that. */
+  persisted(): Promise<void>;
 }
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
@@ -49,11 +67,30 @@ async function runWave<R extends Role, T>(
 ): Promise<WaveOutput<T>> {
   const attempts = 1 + (options.maxContractRedispatch ?? 1);
   const started = Date.now();
+  const key = options.ledger?.keyOf(role, input.iteration);
+  if (options.ledger && key) {
+    const recorded = await options.ledger.load(key);
+    if (recorded) {
+      // Finished before a restart: its result stands, and it is not paid for again.
+      const parsed = schema.safeParse(recorded.value);
+      if (parsed.success) return { ...recorded, value: parsed.data };
+    }
+    await options.ledger.persisted();
+  }
   options.report?.({ type: 'wave.started', role, iteration: input.iteration });
   let lastProblem = '';
   let dispatches = 0;
+  // Usage of answers that were discarded or failed: paid for, so counted in the failure.
+  let spent = ZERO_USAGE;
+  let spentModel: ModelInfo | undefined;
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
-    const outcome = await options.dispatcher.dispatch(role, input.payload, { signal });
+    let outcome;
+    try {
+      outcome = await options.dispatcher.dispatch(role, input.payload, { signal });
+    } catch (error) {
+      const failure = PolishError.from(error);
+      throw failure.withUsage(addUsage(spent, failure.usage ?? ZERO_USAGE), failure.model ?? spentModel);
+    }
     dispatches += outcome.attempts;
     const parsed = schema.safeParse(outcome.result);
     if (parsed.success) {
@@ -67,11 +104,19 @@ async function runWave<R extends Role, T>(
         worker: outcome.worker,
         attempts: dispatches,
       });
-      return { value: parsed.data, usage: outcome.usage, model: outcome.model };
+      const output = { value: parsed.data, usage: outcome.usage, model: outcome.model };
+      signal.throwIfAborted();
+      if (options.ledger && key) await options.ledger.save(key, output);
+      return output;
     }
     lastProblem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    spent = addUsage(spent, outcome.usage);
+    spentModel = outcome.model;
   }
-  throw new PolishError('CONTRACT_VIOLATION', `${role} agent broke the contract ${attempts} times: ${lastProblem}`);
+  throw new PolishError('CONTRACT_VIOLATION', `${role} agent broke the contract ${attempts} times: ${lastProblem}`, {
+    usage: spent,
+    ...(spentModel ? { model: spentModel } : {}),
+  });
 }
 
 /** The three wave actors of the polish machine, each going through the dispatcher. */

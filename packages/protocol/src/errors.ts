@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import type { ModelInfo, Usage } from './usage.js';
 
 /**
  * Every failure that crosses a process boundary travels as one of these codes.
@@ -31,11 +32,26 @@ export class PolishError extends Error {
   override readonly name = 'PolishError';
   readonly code: ErrorCode;
   readonly retryable: boolean;
+  /** Model usage spent before the failure: failed work is still paid for, so it is still counted. */
+  readonly usage: Usage | undefined;
+  readonly model: ModelInfo | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean }) {
+  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean; usage?: Usage; model?: ModelInfo }) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options?.retryable ?? RETRYABLE.has(code);
+    this.usage = options?.usage;
+    this.model = options?.model;
+  }
+
+  /** The same error, carrying this usage (and the model that spent it). */
+  withUsage(usage: Usage, model?: ModelInfo): PolishError {
+    return new PolishError(this.code, this.message, {
+      cause: this.cause,
+      retryable: this.retryable,
+      usage,
+      ...(model ?? this.model ? { model: model ?? this.model } : {}),
+    });
   }
 
   /** Encodes this error for a reply envelope. */
@@ -44,8 +60,8 @@ export class PolishError extends Error {
   }
 
   /** Decodes an error from a reply envelope. */
-  static fromWire(wire: WireError): PolishError {
-    return new PolishError(wire.code, wire.message, { retryable: wire.retryable });
+  static fromWire(wire: WireError, usage?: Usage, model?: ModelInfo): PolishError {
+    return new PolishError(wire.code, wire.message, { retryable: wire.retryable, ...(usage ? { usage } : {}), ...(model ? { model } : {}) });
   }
 
   /** Any thrown value as a PolishError (unknown errors become INTERNAL). */

@@ -64,3 +64,16 @@ export {
 export { RunEventSchema, type RunEvent } from './run-event.js';
 export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject } from './subjects.js';
 export { renderJsonSchemas } from './json-schemas.js';
+export {
+  RUN_OPERATIONS,
+  runServiceSubject,
+  RunIdSchema,
+  SubmitRequestSchema,
+  RunIdRequestSchema,
+  ExtendRequestSchema,
+  RunSummarySchema,
+  RunServiceReplySchema,
+  type RunOperation,
+  type RunSummary,
+  type RunServiceReply,
+} from './run-service.js';

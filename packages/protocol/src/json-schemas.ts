@@ -8,6 +8,7 @@ import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
 import { RunResultSchema } from './run-result.js';
 import { RunEventSchema } from './run-event.js';
 import { PriceTableSchema, UsageSchema } from './usage.js';
+import { ExtendRequestSchema, RunIdRequestSchema, RunServiceReplySchema, SubmitRequestSchema } from './run-service.js';
 
 /** Every wire schema, by the file name its JSON Schema is published under. */
 const WIRE_SCHEMAS = {
@@ -27,6 +28,10 @@ const WIRE_SCHEMAS = {
   'run-event': RunEventSchema,
   usage: UsageSchema,
   'price-table': PriceTableSchema,
+  'run-service.submit': SubmitRequestSchema,
+  'run-service.run-id': RunIdRequestSchema,
+  'run-service.extend': ExtendRequestSchema,
+  'run-service.reply': RunServiceReplySchema,
 } as const;
 
 /**

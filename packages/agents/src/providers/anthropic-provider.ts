@@ -43,11 +43,12 @@ function usageOf(usage: Anthropic.Usage): Usage {
  * `output_config.format` because every tool-capable Claude model and Anthropic-compatible
  * gateway accepts it, and tool input schemas take our JSON Schema as it is; the answer is
  * re-validated by zod and repaired either way.) The system prompt, and any content part marked
- * `cache` (the locked criteria), end a `cache_control` breakpoint. The SDK retries
- * 408/409/429/5xx/529 with backoff, within a per-request timeout.
+ * `cache` (the locked criteria), end a `cache_control` breakpoint (Anthropic caches a prefix
+ * only past a minimum length, about 1024 tokens on most models). The SDK retries
+ * 408/409/429/5xx/529 with backoff; the timeout applies to each attempt.
  */
 export function createAnthropicProvider(options: AnthropicProviderOptions): ModelProvider {
-  const timeoutMs = options.timeoutMs ?? 120_000;
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const maxRetries = options.maxRetries ?? 2;
   const client = new Anthropic({
     apiKey: options.apiKey,

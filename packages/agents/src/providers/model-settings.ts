@@ -8,7 +8,7 @@ const callSettings = {
   /** Base URL of the API (an Anthropic-compatible gateway, or an OpenAI-compatible server). */
   baseURL: z.url().optional(),
   maxTokens: z.int().min(1).max(200_000).optional(),
-  /** Per request, in milliseconds; the SDK retries within it. */
+  /** Per attempt, in milliseconds (the SDK applies it to each try). */
   timeoutMs: z.int().min(1).optional(),
   /** SDK retries for 408/409/429/5xx (529 included). */
   maxRetries: z.int().min(0).max(10).optional(),
@@ -39,6 +39,12 @@ export function keyVariableFor(settings: ModelSettings): string | undefined {
   return undefined;
 }
 
+/**
+ * The key sent to an OpenAI-compatible server at another address: its own variable, never
+ * OPENAI_API_KEY (which would hand an OpenAI key to whatever server the base URL names).
+ */
+export const COMPATIBLE_KEY_VARIABLE = 'POLISH_OPENAI_COMPATIBLE_API_KEY';
+
 /** What to tell someone who has no key: the variable, and the ways to run without one. */
 export function missingKeyMessage(variable: string, models: string): string {
   return (
@@ -66,7 +72,7 @@ export async function createModel(settings: ModelSettings, environment: NodeJS.P
     case 'openai': {
       const { createOpenAICompatibleProvider } = await import('./openai-provider.js');
       // Local servers ignore the key, but the SDK wants one.
-      return createOpenAICompatibleProvider({ ...settings, apiKey: key ?? environment.OPENAI_API_KEY ?? 'not-needed' });
+      return createOpenAICompatibleProvider({ ...settings, apiKey: key ?? environment[COMPATIBLE_KEY_VARIABLE] ?? 'not-needed' });
     }
   }
 }

@@ -1,5 +1,6 @@
 import { PolishError } from '@polish/protocol';
 import { ModelSettingsSchema, type ModelSettings } from './model-settings.js';
+import { displayUrl } from './display-url.js';
 
 /** Where Ollama serves its OpenAI-compatible API by default. */
 export const OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
@@ -36,5 +37,5 @@ export function parseModelSpec(spec: string, extra: Partial<Pick<ModelSettings &
 /** The spec a settings object was parsed from, for logs and results (never contains a key). */
 export function formatModelSettings(settings: ModelSettings): string {
   if (settings.provider === 'scripted') return `scripted:${settings.script}`;
-  return `${settings.provider}:${settings.model}${settings.baseURL ? `@${settings.baseURL}` : ''}`;
+  return `${settings.provider}:${settings.model}${settings.baseURL ? `@${displayUrl(settings.baseURL)}` : ''}`;
 }

@@ -2,6 +2,7 @@ import OpenAI from 'openai';
 import type { Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
 import { modelError } from './provider-error.js';
+import { displayUrl, providerLabel } from './display-url.js';
 
 /** Settings of the OpenAI-compatible provider. */
 export interface OpenAICompatibleProviderOptions {
@@ -16,7 +17,8 @@ export interface OpenAICompatibleProviderOptions {
 
 function usageOf(usage: OpenAI.CompletionUsage | undefined): Usage {
   return {
-    input_tokens: usage?.prompt_tokens ?? 0,
+    // prompt_tokens includes the cached ones: count each token once, at its own price.
+    input_tokens: (usage?.prompt_tokens ?? 0) - (usage?.prompt_tokens_details?.cached_tokens ?? 0),
     output_tokens: usage?.completion_tokens ?? 0,
     cache_read_tokens: usage?.prompt_tokens_details?.cached_tokens ?? 0,
     cache_write_tokens: 0,
@@ -38,7 +40,7 @@ function rejectsJsonSchema(error: unknown): boolean {
  * answer is validated by zod as always.
  */
 export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): ModelProvider {
-  const timeoutMs = options.timeoutMs ?? 120_000;
+  const timeoutMs = options.timeoutMs ?? 60_000;
   const maxRetries = options.maxRetries ?? 2;
   const client = new OpenAI({
     apiKey: options.apiKey,
@@ -48,7 +50,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
   });
   // Learned once per provider instance: after a server rejects json_schema, ask in JSON mode.
   let jsonMode = options.jsonMode ?? 'json_schema';
-  const provider = options.baseURL ? `openai-compatible server at ${options.baseURL}` : 'openai';
+  const provider = options.baseURL ? `openai-compatible server at ${displayUrl(options.baseURL)}` : 'openai';
   const keyVariable = options.baseURL ? undefined : 'OPENAI_API_KEY';
 
   const complete = (request: ModelRequest, jsonMode: 'json_schema' | 'json_object') =>
@@ -66,8 +68,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
     });
 
   return {
-    // A self-hosted server is another model family than OpenAI's own, and has no per-token price.
-    info: { provider: options.baseURL ? 'openai-compatible' : 'openai', model: options.model, scripted: false },
+    info: { provider: providerLabel(options.baseURL), model: options.model, scripted: false },
     async generate(request: ModelRequest): Promise<ModelResponse> {
       const context = { role: request.role, provider, ...(keyVariable ? { keyVariable } : {}), timeoutMs, maxRetries };
       let completion: OpenAI.ChatCompletion;

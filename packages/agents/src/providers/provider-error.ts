@@ -30,9 +30,10 @@ export function modelError(
   } else if (name === 'APIConnectionError') {
     reason = `${prefix} could not be reached (${attempts}): ${detail}`;
   } else if (sdkError?.status === 401) {
-    reason = `${prefix} rejected the API key${context.keyVariable ? ` in ${context.keyVariable}` : ''} (401${type ? ` ${type}` : ''}): ${detail}`;
+    // The server's own words are left out: some echo part of the key back.
+    reason = `${prefix} rejected the API key${context.keyVariable ? ` in ${context.keyVariable}` : ''} (401${type ? ` ${type}` : ''})`;
   } else if (sdkError?.status === 403) {
-    reason = `${prefix} refused access (403${type ? ` ${type}` : ''}): ${detail}`;
+    reason = `${prefix} refused access (403${type ? ` ${type}` : ''})`;
   } else if (sdkError?.status === 404) {
     reason = `${prefix} does not know this model or endpoint (404): ${detail}`;
   } else if (sdkError?.status !== undefined && (sdkError.status >= 500 || sdkError.status === 429 || sdkError.status === 408 || sdkError.status === 409)) {

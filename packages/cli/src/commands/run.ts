@@ -1,5 +1,7 @@
-import { PolishError, type RunResult, type RunSpec } from '@polish/protocol';
-import { startPolish } from '@polish/orchestrator';
+import { randomUUID } from 'node:crypto';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { PolishError, RunEventSchema, eventsSubject, type RunResult, type RunSpec } from '@polish/protocol';
+import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
 import { describeModels, resolveModels, type ModelFlags, type ResolvedModels } from '../models.js';
 import { createProgressReporter } from '../progress.js';
@@ -9,6 +11,7 @@ import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
+import { SetupError } from '../setup-error.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
 export interface TopologyFlags {
@@ -24,6 +27,8 @@ export interface TopologyFlags {
 export interface RunFlags extends SpecFlags, ModelFlags, TopologyFlags {
   out?: string;
   json?: boolean;
+  /** With --nats: orchestrate here even if a `polish serve` is there. */
+  local?: boolean;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -110,11 +115,61 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
   return exitCodeFor(result.status);
 }
 
+/**
+ * Submits a validated spec to the `polish serve` on this NATS and follows its events until it
+ * ends. Ctrl-C cancels the run there. The run survives this process: `polish status <runId>`.
+ */
+async function submitRun(spec: RunSpec, natsUrl: string, connection: NatsConnection, client: RunClient): Promise<RunResult> {
+  const runId = randomUUID();
+  log(`polish: submitting run ${runId} to the polish run service on ${natsUrl}`);
+  const reporter = createProgressReporter();
+  let markFinished: () => void = () => undefined;
+  const finished = new Promise<void>((resolve) => (markFinished = resolve));
+  const subscription = connection.subscribe(eventsSubject(runId), {
+    callback: (_error, message) => {
+      const event = RunEventSchema.safeParse(message.json());
+      if (!event.success) return;
+      reporter(event.data);
+      if (event.data.type === 'run.finished') markFinished();
+    },
+  });
+  const cancel = () => {
+    log(`polish: cancelling run ${runId}`);
+    void client.cancel(runId).catch(() => undefined);
+  };
+  process.on('SIGINT', cancel);
+  process.on('SIGTERM', cancel);
+  try {
+    await connection.flush();
+    await client.submit(spec, runId);
+    await finished;
+    const summary = await client.status(runId);
+    if (!summary.result) throw new PolishError('INTERNAL', `run ${runId} finished without a result`);
+    return summary.result;
+  } finally {
+    process.off('SIGINT', cancel);
+    process.off('SIGTERM', cancel);
+    subscription.unsubscribe();
+  }
+}
+
 /** `polish run <file|-> --goal …`: validates everything before anything runs or is written. */
 export async function runCommand(artifactPath: string, flags: RunFlags): Promise<number> {
   const spec = readSpec(artifactPath, flags);
   if (flags.out) checkWritable(flags.out);
   const topology = readTopology(flags);
+  if (topology.natsUrl && !flags.local) {
+    // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
+    const connection = await connect({ servers: topology.natsUrl, name: `polish-run-${process.pid}` }).catch((error: Error) => {
+      throw new SetupError(`cannot connect to NATS at ${topology.natsUrl}: ${error.message}`);
+    });
+    try {
+      const client = createRunClient(connection);
+      if (await client.available()) return emitResult(await submitRun(spec, topology.natsUrl, connection, client), flags);
+    } finally {
+      await connection.drain();
+    }
+  }
   // With --nats the workers run elsewhere with their own models and keys; prices still apply.
   const models = topology.natsUrl ? undefined : resolveModels(flags);
   if (topology.natsUrl && (flags.model || flags.criteriaModel || flags.evaluatorModel || flags.reviserModel || flags.script)) {

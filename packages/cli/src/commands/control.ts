@@ -1,0 +1,55 @@
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { createRunClient, type RunClient } from '@polish/orchestrator';
+import type { RunSummary } from '@polish/protocol';
+import { InputError } from '../input-error.js';
+import { SetupError } from '../setup-error.js';
+import { parseWholeNumber } from '../numbers.js';
+
+/** Flags shared by status, list, cancel, resume and extend. */
+export interface ControlFlags {
+  nats?: string;
+  json?: boolean;
+  cap?: string;
+}
+
+async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Promise<T>): Promise<T> {
+  const natsUrl = flags.nats ?? process.env.NATS_URL;
+  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
+  let connection: NatsConnection;
+  try {
+    connection = await connect({ servers: natsUrl, name: `polish-client-${process.pid}` });
+  } catch (error) {
+    throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
+  }
+  try {
+    const client = createRunClient(connection);
+    if (!(await client.available())) throw new SetupError(`no polish run service answers on ${natsUrl}: start one with \`polish serve --nats ${natsUrl}\``);
+    return await use(client);
+  } finally {
+    await connection.drain();
+  }
+}
+
+const line = (run: RunSummary) =>
+  `${run.runId}  ${run.status.padEnd(11)} ${run.state.padEnd(10)} iteration ${run.iteration}/${run.cap}  owner ${run.owner}` +
+  `${run.problem ? `\n  problem: ${run.problem}` : ''}`;
+
+function print(flags: ControlFlags, value: RunSummary | RunSummary[]) {
+  if (flags.json) process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+  else for (const run of Array.isArray(value) ? value : [value]) process.stdout.write(`${line(run)}\n`);
+}
+
+/** `polish status [runId]`, `polish list`, `polish cancel|resume runId`, `polish extend runId --cap N`. */
+export async function controlCommand(operation: 'status' | 'list' | 'cancel' | 'resume' | 'extend', runId: string | undefined, flags: ControlFlags): Promise<number> {
+  if (operation !== 'list' && operation !== 'status' && !runId) throw new InputError('runId', `required: polish ${operation} <runId>`);
+  const cap = operation === 'extend' ? parseWholeNumber('cap', flags.cap, 2, 8) : undefined;
+  if (operation === 'extend' && cap === undefined) throw new InputError('cap', 'required: polish extend <runId> --cap N (up to 8)');
+  return withClient(flags, async (client) => {
+    if (operation === 'list' || (operation === 'status' && !runId)) print(flags, await client.list());
+    else if (operation === 'status') print(flags, await client.status(runId as string));
+    else if (operation === 'cancel') print(flags, await client.cancel(runId as string));
+    else if (operation === 'resume') print(flags, await client.resume(runId as string));
+    else print(flags, await client.extend(runId as string, cap as number));
+    return 0;
+  });
+}

@@ -1,0 +1,72 @@
+import { hostname } from 'node:os';
+import { connect } from '@nats-io/transport-node';
+import { createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
+import { InputError } from '../input-error.js';
+import { SetupError } from '../setup-error.js';
+import { DEFAULT_PRICES } from '../default-prices.js';
+import { parseSeconds } from '../numbers.js';
+
+/** Flags of `polish serve`. */
+export interface ServeFlags {
+  nats?: string;
+  id?: string;
+  taskTimeout?: string;
+  workerWait?: string;
+}
+
+const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/**
+ * `polish serve`: a long-running orchestrator. Takes runs through the run service, persists
+ * every transition to JetStream, and on start resumes every unfinished run it owns (by --id).
+ * SIGTERM/SIGINT stop it; its unfinished runs stay resumable.
+ */
+export async function serveCommand(flags: ServeFlags): Promise<number> {
+  const natsUrl = flags.nats ?? process.env.NATS_URL;
+  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
+  const owner = flags.id ?? hostname();
+  if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw new InputError('id', 'letters, digits, ., - or _ (1-100)');
+  const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
+  const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
+  let connection;
+  try {
+    // Keep trying while NATS restarts: runs wait rather than fail.
+    connection = await connect({ servers: natsUrl, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+  } catch (error) {
+    throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
+  }
+  const store = await openRunStore(connection).catch((error: Error) => {
+    throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (is JetStream enabled? nats-server -js): ${error.message}`);
+  });
+  const dispatcher = createNatsDispatcher({
+    connection,
+    ...(taskTimeoutMs === undefined ? {} : { taskTimeoutMs }),
+    ...(workerWaitMs === undefined ? {} : { workerWaitMs }),
+  });
+  const manager = createRunManager({
+    store,
+    dispatcher,
+    owner,
+    prices: DEFAULT_PRICES,
+    onEvent: (event) => {
+      if (event.type === 'run.started') log(`run ${event.runId}: started`);
+      if (event.type === 'iteration.evaluated') log(`run ${event.runId}: iteration ${event.iteration}: ${event.passed}/${event.total} pass`);
+      if (event.type === 'run.finished') log(`run ${event.runId}: ${event.status} after ${event.iterations} iterations`);
+    },
+  });
+  const service = await startRunService(connection, manager);
+  log(`polish serve: orchestrator "${owner}" on ${natsUrl}, run service ready (polish.v1.run.*)`);
+  const { resumed, refused } = await manager.resumeOwned();
+  if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);
+  for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
+  log('polish serve: ready');
+  const signal = await new Promise<string>((resolve) => {
+    process.once('SIGTERM', () => resolve('SIGTERM'));
+    process.once('SIGINT', () => resolve('SIGINT'));
+  });
+  log(`polish serve: ${signal}: stopping; unfinished runs stay resumable`);
+  await service.stop();
+  await manager.close();
+  await connection.drain();
+  return 0;
+}

@@ -1,0 +1,123 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import { Svcm, type Service } from '@nats-io/services';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  ExtendRequestSchema,
+  PolishError,
+  RUN_OPERATIONS,
+  RunIdRequestSchema,
+  RunServiceReplySchema,
+  SubmitRequestSchema,
+  runServiceSubject,
+  type RunOperation,
+  type RunServiceReply,
+  type RunSummary,
+} from '@polish/protocol';
+import type { RunManager } from './run-manager.js';
+
+/** The NATS service name: `$SRV.PING.polish`, `$SRV.INFO.polish`, `$SRV.STATS.polish`. */
+export const RUN_SERVICE_NAME = 'polish';
+
+async function perform(manager: RunManager, operation: RunOperation, body: unknown): Promise<RunServiceReply> {
+  switch (operation) {
+    case 'submit': {
+      const request = SubmitRequestSchema.parse(body);
+      return { ok: true, run: await manager.submit(request.spec as never, request.runId) };
+    }
+    case 'status': {
+      const run = await manager.status(RunIdRequestSchema.parse(body).runId);
+      return run ? { ok: true, run } : { ok: false, code: 'NOT_FOUND', message: `no run ${(body as { runId: string }).runId}` };
+    }
+    case 'list':
+      return { ok: true, runs: await manager.list() };
+    case 'cancel':
+      return { ok: true, run: await manager.cancel(RunIdRequestSchema.parse(body).runId) };
+    case 'extend': {
+      const request = ExtendRequestSchema.parse(body);
+      return { ok: true, run: await manager.extend(request.runId, request.cap) };
+    }
+    case 'resume':
+      return { ok: true, run: await manager.resume(RunIdRequestSchema.parse(body).runId) };
+  }
+}
+
+function failure(error: unknown): RunServiceReply {
+  if (error instanceof PolishError && error.code === 'INVALID_INPUT') {
+    return { ok: false, code: /^no run /.test(error.message) ? 'NOT_FOUND' : 'INVALID_INPUT', message: error.message };
+  }
+  if (error && typeof error === 'object' && 'issues' in error) {
+    const issue = (error as { issues: { path: PropertyKey[]; message: string }[] }).issues[0];
+    return { ok: false, code: 'INVALID_INPUT', message: `${issue?.path.join('.') || 'request'}: ${issue?.message ?? 'invalid'}` };
+  }
+  return { ok: false, code: 'INTERNAL', message: (error as Error)?.message ?? String(error) };
+}
+
+/**
+ * Serves the run manager as a NATS service: `polish.v1.run.{submit,status,list,cancel,extend,resume}`,
+ * discoverable with `$SRV.PING/INFO/STATS`. Requests and replies are JSON (`run-service.*` schemas).
+ */
+export async function startRunService(connection: NatsConnection, manager: RunManager, options: { prefix?: string; version?: string } = {}): Promise<Service> {
+  const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  // @nats-io/services is built against an older nats-core; the connection object is the same.
+  const service = await new Svcm(connection as never).add({
+    name: RUN_SERVICE_NAME,
+    version: options.version ?? '0.1.0',
+    description: 'polish runs: submit, status, list, cancel, extend, resume',
+  });
+  for (const operation of RUN_OPERATIONS) {
+    service.addEndpoint(operation, {
+      subject: runServiceSubject(operation, prefix),
+      handler: (_error, message) => {
+        let body: unknown = {};
+        try {
+          body = message.data.length ? message.json() : {};
+        } catch {
+          message.respond(JSON.stringify(failure(new PolishError('INVALID_INPUT', 'the request is not JSON'))));
+          return;
+        }
+        perform(manager, operation, body).then(
+          (reply) => message.respond(JSON.stringify(reply)),
+          (error: unknown) => message.respond(JSON.stringify(failure(error))),
+        );
+      },
+    });
+  }
+  return service;
+}
+
+/** A client of the run service, for `polish status/list/cancel/extend/resume` and `polish run --nats`. */
+export function createRunClient(connection: NatsConnection, options: { prefix?: string; timeoutMs?: number } = {}) {
+  const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  const call = async (operation: RunOperation, body: unknown) => {
+    const message = await connection.request(runServiceSubject(operation, prefix), JSON.stringify(body), { timeout: options.timeoutMs ?? 30_000 });
+    const reply = RunServiceReplySchema.parse(message.json());
+    if (!reply.ok) throw new PolishError(reply.code === 'INTERNAL' ? 'INTERNAL' : 'INVALID_INPUT', reply.message);
+    return reply;
+  };
+  const one = async (operation: RunOperation, body: unknown): Promise<RunSummary> => {
+    const reply = await call(operation, body);
+    if (!reply.ok || !reply.run) throw new PolishError('INTERNAL', `the run service sent no run for ${operation}`);
+    return reply.run;
+  };
+  return {
+    /** Whether a polish run service answers on this NATS. */
+    async available(): Promise<boolean> {
+      try {
+        await connection.request(`$SRV.PING.${RUN_SERVICE_NAME}`, '', { timeout: 2_000 });
+        return true;
+      } catch {
+        return false;
+      }
+    },
+    submit: (spec: unknown, runId?: string) => one('submit', { spec, ...(runId ? { runId } : {}) }),
+    status: (runId: string) => one('status', { runId }),
+    list: async () => {
+      const reply = await call('list', {});
+      return reply.ok ? (reply.runs ?? []) : [];
+    },
+    cancel: (runId: string) => one('cancel', { runId }),
+    extend: (runId: string, cap: number) => one('extend', { runId, cap }),
+    resume: (runId: string) => one('resume', { runId }),
+  };
+}
+export type RunClient = ReturnType<typeof createRunClient>;

@@ -1,0 +1,118 @@
+import { createHash } from 'node:crypto';
+import { setTimeout as delay } from 'node:timers/promises';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { Kvm, type KV } from '@nats-io/kv';
+import { Objm, type ObjectStore } from '@nats-io/obj';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, eventsSubject, type RunEvent } from '@polish/protocol';
+
+/** Strings longer than this are kept in the Object Store and referenced from KV records. */
+export const INLINE_LIMIT = 64 * 1024;
+const REF = '$polish_object';
+
+/** Names of the JetStream resources a deployment uses. */
+export function storeNames(prefix = DEFAULT_SUBJECT_PREFIX) {
+  return { runs: `${prefix}_runs`, artifacts: `${prefix}_artifacts`, events: `${prefix.toUpperCase()}_EVENTS` };
+}
+
+/** The durable side of runs: KV for records and wave results, Object Store for large text, a stream for events. */
+export interface RunStore {
+  put(key: string, value: unknown): Promise<void>;
+  get<T>(key: string): Promise<T | undefined>;
+  keys(prefix: string): Promise<string[]>;
+  publishEvent(event: RunEvent, dedupeId?: string): Promise<void>;
+  /** Every stored event of a run, in order. */
+  events(runId: string): Promise<RunEvent[]>;
+}
+
+async function retrying<T>(what: () => Promise<T>): Promise<T> {
+  // NATS may be restarting: keep trying with backoff; the run waits (it is resumable meanwhile).
+  for (let backoff = 100; ; backoff = Math.min(backoff * 2, 5_000)) {
+    try {
+      return await what();
+    } catch (error) {
+      if (/bad request|invalid|not found/i.test(String((error as Error).message))) throw error;
+      await delay(backoff);
+    }
+  }
+}
+
+/**
+ * Opens (creating if needed) the KV bucket, Object Store and event stream. Large strings are
+ * moved out of KV values into the Object Store under their SHA-256, so a record stays small
+ * however large the artifact; reading puts them back.
+ */
+export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_SUBJECT_PREFIX): Promise<RunStore> {
+  const names = storeNames(prefix);
+  const js: JetStreamClient = jetstream(connection);
+  const manager = await jetstreamManager(connection);
+  const eventSubjects = [`${prefix}.v${PROTOCOL_VERSION}.events.>`];
+  try {
+    await manager.streams.info(names.events);
+  } catch {
+    await manager.streams.add({ name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 });
+  }
+  const kv: KV = await new Kvm(js).create(names.runs, { history: 1 });
+  const objects: ObjectStore = await new Objm(js).create(names.artifacts);
+
+  const externalize = async (value: unknown): Promise<unknown> => {
+    if (typeof value === 'string' && value.length > INLINE_LIMIT) {
+      const name = createHash('sha256').update(value).digest('hex');
+      if (!(await objects.info(name))) await objects.putBlob({ name }, new TextEncoder().encode(value));
+      return { [REF]: name };
+    }
+    if (Array.isArray(value)) return Promise.all(value.map(externalize));
+    if (value && typeof value === 'object') {
+      const entries = await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await externalize(inner)] as const));
+      return Object.fromEntries(entries);
+    }
+    return value;
+  };
+  const internalize = async (value: unknown): Promise<unknown> => {
+    if (Array.isArray(value)) return Promise.all(value.map(internalize));
+    if (value && typeof value === 'object') {
+      const reference = (value as Record<string, unknown>)[REF];
+      if (typeof reference === 'string') {
+        const bytes = await objects.getBlob(reference);
+        if (!bytes) throw new Error(`stored artifact ${reference} is missing from ${names.artifacts}`);
+        return new TextDecoder().decode(bytes);
+      }
+      const entries = await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await internalize(inner)] as const));
+      return Object.fromEntries(entries);
+    }
+    return value;
+  };
+
+  return {
+    async put(key, value) {
+      const stored = JSON.stringify(await retrying(() => externalize(value)));
+      await retrying(() => kv.put(key, stored));
+    },
+    async get(key) {
+      const entry = await retrying(() => kv.get(key));
+      if (!entry || entry.operation !== 'PUT' || entry.length === 0) return undefined;
+      return (await internalize(entry.json())) as never;
+    },
+    async keys(prefixOfKeys) {
+      const found: string[] = [];
+      for await (const key of await retrying(() => kv.keys(`${prefixOfKeys}>`))) found.push(key);
+      return found;
+    },
+    async publishEvent(event, dedupeId) {
+      const text = JSON.stringify(await externalize(event));
+      await retrying(() => js.publish(eventsSubject(event.runId, prefix), text, dedupeId ? { msgID: dedupeId } : {}));
+    },
+    async events(runId) {
+      const consumer = await js.consumers.get(names.events, { filter_subjects: [eventsSubject(runId, prefix)] });
+      const info = await manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) });
+      const total = Object.values(info.state.subjects ?? {}).reduce((sum, count) => sum + count, 0);
+      const found: RunEvent[] = [];
+      if (total === 0) return found;
+      for await (const message of await consumer.consume()) {
+        found.push((await internalize(message.json())) as RunEvent);
+        if (found.length >= total) break;
+      }
+      return found;
+    },
+  };
+}

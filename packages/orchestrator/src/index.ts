@@ -8,7 +8,7 @@ export { createInProcessDispatcher, type TaskHandler } from './in-process-dispat
 export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './run-polish.js';
 export { createNatsDispatcher, type NatsDispatcherOptions } from './nats-dispatcher.js';
 export { estimateCost } from './cost.js';
-export { openRunStore, storeNames, INLINE_LIMIT, type RunStore } from './durable/run-store.js';
+export { openRunStore, storeNames, resolveArtifacts, INLINE_LIMIT, type RunStore } from './durable/run-store.js';
 export { createRunManager, type RunManager, type RunManagerOptions, type RunRecord } from './durable/run-manager.js';
 export { startRunService, createRunClient, RUN_SERVICE_NAME, type RunClient } from './durable/run-service.js';
 export type { WaveLedger } from './wave-actors.js';

@@ -54,7 +54,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       if (event.type === 'run.finished') log(`run ${event.runId}: ${event.status} after ${event.iterations} iterations`);
     },
   });
-  const service = await startRunService(connection, manager);
+  const service = await startRunService(connection, manager, store);
   log(`polish serve: orchestrator "${owner}" on ${natsUrl}, run service ready (polish.v1.run.*)`);
   const { resumed, refused } = await manager.resumeOwned();
   if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);

@@ -253,6 +253,13 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       const resumed: string[] = [];
       const refused: { runId: string; problem: string }[] = [];
       for (const summary of await this.list()) {
+        // A run that ended just before a crash may have missed its run.finished event: publish it
+        // again; the stream drops it if it is there already (same message id, 10-minute window).
+        if (summary.owner === options.owner && summary.result && summary.updatedAt > now() - 9 * 60_000) {
+          const { result } = summary;
+          const event = { type: 'run.finished', status: result.status, iterations: result.iterations, usage: result.usage, runId: summary.runId, at: now() } as RunEvent;
+          await options.store.publishEvent(event, `${summary.runId}.finished.${summary.cap}`);
+        }
         if (summary.status !== 'RUNNING' || summary.owner !== options.owner || active.has(summary.runId)) continue;
         const record = await load(summary.runId);
         if (!record) continue;

@@ -14,6 +14,7 @@ import {
   type RunSummary,
 } from '@polish/protocol';
 import type { RunManager } from './run-manager.js';
+import { resolveArtifacts, type RunStore } from './run-store.js';
 
 /** The NATS service name: `$SRV.PING.polish`, `$SRV.INFO.polish`, `$SRV.STATS.polish`. */
 export const RUN_SERVICE_NAME = 'polish';
@@ -56,7 +57,12 @@ function failure(error: unknown): RunServiceReply {
  * Serves the run manager as a NATS service: `polish.v1.run.{submit,status,list,cancel,extend,resume}`,
  * discoverable with `$SRV.PING/INFO/STATS`. Requests and replies are JSON (`run-service.*` schemas).
  */
-export async function startRunService(connection: NatsConnection, manager: RunManager, options: { prefix?: string; version?: string } = {}): Promise<Service> {
+export async function startRunService(
+  connection: NatsConnection,
+  manager: RunManager,
+  store: RunStore,
+  options: { prefix?: string; version?: string } = {},
+): Promise<Service> {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   // @nats-io/services is built against an older nats-core; the connection object is the same.
   const service = await new Svcm(connection as never).add({
@@ -75,8 +81,9 @@ export async function startRunService(connection: NatsConnection, manager: RunMa
           message.respond(JSON.stringify(failure(new PolishError('INVALID_INPUT', 'the request is not JSON'))));
           return;
         }
+        // Large artifacts in replies travel as Object Store references, like in KV records.
         perform(manager, operation, body).then(
-          (reply) => message.respond(JSON.stringify(reply)),
+          async (reply) => message.respond(JSON.stringify(await store.externalize(reply))),
           (error: unknown) => message.respond(JSON.stringify(failure(error))),
         );
       },
@@ -90,7 +97,7 @@ export function createRunClient(connection: NatsConnection, options: { prefix?: 
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const call = async (operation: RunOperation, body: unknown) => {
     const message = await connection.request(runServiceSubject(operation, prefix), JSON.stringify(body), { timeout: options.timeoutMs ?? 30_000 });
-    const reply = RunServiceReplySchema.parse(message.json());
+    const reply = RunServiceReplySchema.parse(await resolveArtifacts(connection, message.json(), prefix));
     if (!reply.ok) throw new PolishError(reply.code === 'INTERNAL' ? 'INTERNAL' : 'INVALID_INPUT', reply.message);
     return reply;
   };

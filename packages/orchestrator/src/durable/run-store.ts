@@ -23,6 +23,8 @@ export interface RunStore {
   publishEvent(event: RunEvent, dedupeId?: string): Promise<void>;
   /** Every stored event of a run, in order. */
   events(runId: string): Promise<RunEvent[]>;
+  /** Moves strings over INLINE_LIMIT to the Object Store, leaving references (for messages too). */
+  externalize(value: unknown): Promise<unknown>;
 }
 
 async function retrying<T>(what: () => Promise<T>): Promise<T> {
@@ -84,6 +86,7 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
   };
 
   return {
+    externalize: (value) => retrying(() => externalize(value)),
     async put(key, value) {
       const stored = JSON.stringify(await retrying(() => externalize(value)));
       await retrying(() => kv.put(key, stored));
@@ -103,7 +106,7 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
       await retrying(() => js.publish(eventsSubject(event.runId, prefix), text, dedupeId ? { msgID: dedupeId } : {}));
     },
     async events(runId) {
-      const consumer = await js.consumers.get(names.events, { filter_subjects: [eventsSubject(runId, prefix)] });
+      const consumer = await js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) });
       const info = await manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) });
       const total = Object.values(info.state.subjects ?? {}).reduce((sum, count) => sum + count, 0);
       const found: RunEvent[] = [];
@@ -115,4 +118,27 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
       return found;
     },
   };
+}
+
+/**
+ * Replaces Object Store references in a message (see RunStore.externalize) with their text,
+ * opening the Object Store only if a reference is there: for clients of the run service.
+ */
+export async function resolveArtifacts<T>(connection: NatsConnection, value: T, prefix = DEFAULT_SUBJECT_PREFIX): Promise<T> {
+  let objects: ObjectStore | undefined;
+  const resolve = async (inner: unknown): Promise<unknown> => {
+    if (Array.isArray(inner)) return Promise.all(inner.map(resolve));
+    if (inner && typeof inner === 'object') {
+      const reference = (inner as Record<string, unknown>)[REF];
+      if (typeof reference === 'string') {
+        objects ??= await new Objm(jetstream(connection)).open(storeNames(prefix).artifacts);
+        const bytes = await objects.getBlob(reference);
+        if (!bytes) throw new Error(`stored artifact ${reference} is missing`);
+        return new TextDecoder().decode(bytes);
+      }
+      return Object.fromEntries(await Promise.all(Object.entries(inner).map(async ([key, value]) => [key, await resolve(value)] as const)));
+    }
+    return inner;
+  };
+  return (await resolve(value)) as T;
 }

@@ -1,0 +1,314 @@
+// Fault tests for durable runs (DESIGN §6): real nats-server, real `polish serve` and
+// `polish worker` processes, kill -9. Slow by nature: `pnpm test:fault` runs only these.
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
+import { createInProcessDispatcher, createRunClient, openRunStore, runPolish, storeNames, type RunClient } from '@polish/orchestrator';
+import { eventsSubject, type RunEvent, type RunResult } from '@polish/protocol';
+import { startNatsServer } from '@polish/cli';
+import { connect } from '@nats-io/transport-node';
+import { startNats, type NatsFixture } from './support/nats.js';
+import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+
+const demo = 'examples/demo';
+const scratch = mkdtempSync(join(tmpdir(), 'polish-durable-'));
+const spec = { artifact: readFileSync(`${demo}/artifact.md`, 'utf8'), goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim() };
+
+/** The demo script with evaluate answers held until the test releases them. */
+function heldScript() {
+  const script = loadScriptFile(`${demo}/script.yaml`);
+  const id = randomUUID();
+  const path = join(scratch, `held-${id}.json`);
+  const releaseFile = join(scratch, `release-${id}`);
+  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })) }));
+  return { script: path, release: () => writeFileSync(releaseFile, '') };
+}
+
+const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
+
+async function startServe(natsUrl: string, id: string, extra: string[] = []): Promise<WatchedProcess> {
+  const serve = startPolish(['serve', '--nats', natsUrl, '--id', id, ...extra]);
+  await serve.waitFor(/^polish serve: ready/);
+  return serve;
+}
+
+/** Resolves with the run.finished event of a run (core subscription on its event subject). */
+function finishedEvent(connection: Pick<NatsFixture['connection'], 'subscribe'>, runId: string): Promise<RunEvent> {
+  return new Promise((resolve) => {
+    const subscription = connection.subscribe(eventsSubject(runId), {
+      callback: (_error, message) => {
+        const event = message.json<RunEvent>();
+        if (event.type === 'run.finished') {
+          subscription.unsubscribe();
+          resolve(event);
+        }
+      },
+    });
+  });
+}
+
+const took = (host: WatchedProcess, role: string) => host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
+
+describe('durable runs: fault tests (real processes, kill -9)', () => {
+  let nats: NatsFixture;
+  let client: RunClient;
+  let undisturbed: RunResult;
+  beforeAll(async () => {
+    nats = await startNats();
+    client = createRunClient(nats.connection);
+    const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
+    undisturbed = await runPolish(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) });
+  });
+  afterAll(async () => {
+    await nats.stop();
+  });
+
+  it('orchestrator killed while a wave is in flight: a new one resumes, same result, finished waves not paid twice', async () => {
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '2', '--script', held.script]);
+    const first = await startServe(nats.server.url, 'resumer');
+    try {
+      const runId = randomUUID();
+      const finished = finishedEvent(nats.connection, runId);
+      await client.submit(spec, runId);
+      await host.waitFor(/\(evaluate\) took task/);
+      first.child.kill('SIGKILL');
+      await first.exited;
+      const second = await startServe(nats.server.url, 'resumer');
+      try {
+        expect(second.lines.join('\n')).toContain(`resumed 1 unfinished run(s): ${runId}`);
+        held.release();
+        await finished;
+        const run = await client.status(runId);
+        expect(run.status).toBe('CONVERGED');
+        expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+        // Wave 1 had finished before the crash: its model call is not made again.
+        expect(took(host, 'criteria')).toBe(1);
+        expect(took(host, 'revise')).toBe(2);
+        // The evaluation in flight may be asked again (its answer never reached an orchestrator).
+        expect(took(host, 'evaluate')).toBeLessThanOrEqual(4);
+      } finally {
+        await stop(second);
+      }
+    } finally {
+      await stop(first);
+      await stop(host);
+    }
+  });
+
+  it('worker killed mid-task: the task is retried and the run completes', async () => {
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
+    const serve = await startServe(nats.server.url, 'worker-crash');
+    try {
+      const runId = randomUUID();
+      const finished = finishedEvent(nats.connection, runId);
+      await client.submit(spec, runId);
+      const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
+      process.kill(Number(pid), 'SIGKILL');
+      await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died`));
+      held.release();
+      await finished;
+      const run = await client.status(runId);
+      expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+      // The run's whole history can be replayed from the event stream.
+      const replay = await (await openRunStore(nats.connection)).events(runId);
+      expect(replay[0]?.type).toBe('run.started');
+      expect(replay.at(-1)?.type).toBe('run.finished');
+      expect(replay.filter((event) => event.type === 'iteration.evaluated').map((event) => event.type === 'iteration.evaluated' && event.passed)).toEqual([1, 2, 3]);
+    } finally {
+      await stop(serve);
+      await stop(host);
+    }
+  });
+
+  it('cancel during a wave: CANCELLED, the late reply is ignored, nothing else changes', async () => {
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
+    const serve = await startServe(nats.server.url, 'canceller');
+    try {
+      const runId = randomUUID();
+      await client.submit(spec, runId);
+      const [, , taskId] = await host.waitFor(/^worker (\d+) \(evaluate\) took task (\S+)/);
+      const cancelled = await client.cancel(runId);
+      expect(cancelled.status).toBe('CANCELLED');
+      held.release();
+      await host.waitFor(new RegExp(`answered task ${taskId} \\(ok\\)`));
+      const after = await client.status(runId);
+      expect(after).toEqual(cancelled);
+      expect(after.result?.history).toEqual([]);
+      expect(after.result?.status === 'CANCELLED' && after.result.reason).toBe('cancelled by the caller');
+    } finally {
+      await stop(serve);
+      await stop(host);
+    }
+  });
+
+  it('extends a run that reached its cap: criteria unchanged, continuing from the last evaluated version', async () => {
+    const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script-stubborn.yaml`]);
+    const serve = await startServe(nats.server.url, 'extender');
+    try {
+      const runId = randomUUID();
+      let finished = finishedEvent(nats.connection, runId);
+      await client.submit({ ...spec, cap: 2 }, runId);
+      await finished;
+      const capped = await client.status(runId);
+      expect([capped.status, capped.iteration]).toEqual(['CAP_REACHED', 2]);
+      finished = finishedEvent(nats.connection, runId);
+      await client.extend(runId, 4);
+      await finished;
+      const extended = await client.status(runId);
+      expect([extended.status, extended.iteration, extended.cap]).toEqual(['CAP_REACHED', 4, 4]);
+      expect(extended.result?.criteria).toEqual(capped.result?.criteria);
+      // The versions evaluated before stay as they were (a revision adds its usage to the iteration it follows).
+      const withoutUsage = (history: RunResult['history'] = []) => history.map(({ usage: _usage, ...record }) => record);
+      expect(withoutUsage(extended.result?.history.slice(0, 2))).toEqual(withoutUsage(capped.result?.history));
+      expect(took(host, 'criteria')).toBe(1);
+      const refused = await polishCli(['extend', runId, '--cap', '9', '--nats', nats.server.url]);
+      expect(refused.code).toBe(2);
+    } finally {
+      await stop(serve);
+      await stop(host);
+    }
+  });
+
+  it('200 concurrent runs with one orchestrator restart: all reach a terminal state, none lost, none duplicated', async () => {
+    // Reused workers: this test is about the orchestrator, and 1,200 single-use boots would take minutes.
+    const host = await startHost(nats.server.url, ['--pool', '2', '--reuse', '1000000', '--script', `${demo}/script.yaml`]);
+    const first = await startServe(nats.server.url, 'bulk');
+    const ids: string[] = Array.from({ length: 200 }, () => randomUUID());
+    const finished = new Set<string>();
+    let half: () => void = () => undefined;
+    let all: () => void = () => undefined;
+    const halfway = new Promise<void>((resolve) => (half = resolve));
+    const everyone = new Promise<void>((resolve) => (all = resolve));
+    const subscription = nats.connection.subscribe(eventsSubject('*'), {
+      callback: (_error, message) => {
+        const event = message.json<RunEvent>();
+        if (event.type !== 'run.finished' || !ids.includes(event.runId)) return;
+        finished.add(event.runId);
+        if (finished.size >= 100) half();
+        if (finished.size === ids.length) all();
+      },
+    });
+    let second: WatchedProcess | undefined;
+    try {
+      await Promise.all(ids.map((runId) => client.submit(spec, runId)));
+      await halfway;
+      first.child.kill('SIGKILL');
+      await first.exited;
+      second = await startServe(nats.server.url, 'bulk');
+      await everyone;
+      const runs = (await client.list()).filter((run) => ids.includes(run.runId));
+      expect(runs).toHaveLength(200);
+      expect(new Set(runs.map((run) => run.runId)).size).toBe(200);
+      expect(runs.every((run) => run.status === 'CONVERGED' && run.result && outcome(run.result).artifact === undisturbed.artifact)).toBe(true);
+      // Exactly one run.finished per run in the event stream.
+      const consumer = await jetstream(nats.connection).consumers.get(storeNames().events, { filter_subjects: eventsSubject('*') });
+      const counts = new Map<string, number>();
+      for await (const message of await consumer.consume()) {
+        const event = message.json<RunEvent>();
+        if (event.type === 'run.finished' && ids.includes(event.runId)) counts.set(event.runId, (counts.get(event.runId) ?? 0) + 1);
+        if (message.info.pending === 0) break;
+      }
+      expect(counts.size).toBe(200);
+      expect([...counts.values()].every((count) => count === 1)).toBe(true);
+    } finally {
+      subscription.unsubscribe();
+      if (second) await stop(second);
+      await stop(first);
+      await stop(host);
+    }
+  });
+
+  it('a snapshot from another machine version is refused with both versions named, never restarted', async () => {
+    const js = jetstream(nats.connection);
+    const kv = await new Kvm(js).open(storeNames().runs);
+    const runId = randomUUID();
+    const record = { runId, owner: 'old-orchestrator', machineVersion: 0, status: 'RUNNING', state: 'evaluating', iteration: 1, cap: 4, createdAt: 1, updatedAt: 1, snapshot: { value: 'evaluating' } };
+    await kv.put(`run.${runId}`, JSON.stringify(record));
+    const serve = await startServe(nats.server.url, 'old-orchestrator');
+    try {
+      expect(serve.lines.join('\n')).toContain(`cannot resume ${runId}: run ${runId} was saved by polish machine version 0, and this orchestrator runs machine version 1`);
+      const resume = await polishCli(['resume', runId, '--nats', nats.server.url]);
+      expect(resume.code).toBe(2);
+      expect(resume.stderr).toContain('machine version 0');
+      expect((await client.status(runId)).status).toBe('RUNNING');
+    } finally {
+      await stop(serve);
+    }
+  });
+
+  it('keeps a 5 MB artifact in the Object Store, referenced from the run record', async () => {
+    const big = `${'All work and no play. '.repeat(240_000)}\n429 Too Many Requests; Retry-After header.\n`;
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
+    const serve = await startServe(nats.server.url, 'big');
+    try {
+      const runId = randomUUID();
+      const finished = finishedEvent(nats.connection, runId);
+      await client.submit({ ...spec, artifact: big, criteria: JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) }, runId);
+      await finished;
+      const run = await client.status(runId);
+      const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
+      const raw = await kv.get(`run.${runId}`);
+      expect(raw?.length).toBeLessThan(64 * 1024);
+      expect(raw?.string()).toContain('$polish_object');
+      // The status reply carries it as a reference too; the client reads it back whole.
+      expect(run.status).toBe('CONVERGED');
+      expect(run.result?.artifact).toBe(big);
+    } finally {
+      await stop(serve);
+      await stop(host);
+    }
+  });
+});
+
+describe('nats-server killed and restarted on the same store during a run', () => {
+  let undisturbed: RunResult;
+  beforeAll(async () => {
+    const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
+    undisturbed = await runPolish(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) });
+  });
+
+  it('the run completes', async () => {
+    const storeDir = mkdtempSync(join(tmpdir(), 'polish-restart-'));
+    let server = await startNatsServer({ storeDir });
+    const port = new URL(server.url).port;
+    const held = heldScript();
+    const host = await startHost(server.url, ['--pool', '1', '--script', held.script]);
+    const serve = await startServe(server.url, 'survivor', ['--task-timeout', '5']);
+    const connection = await connect({ servers: server.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+    try {
+      const runClient = createRunClient(connection);
+      const runId = randomUUID();
+      // The subscription is re-made by the client after the restart.
+      const finished = finishedEvent(connection, runId);
+      await runClient.submit(spec, runId);
+      await host.waitFor(/\(evaluate\) took task/);
+      process.kill(server.pid, 'SIGKILL');
+      await server.stop();
+      server = await startNatsServer({ storeDir, args: ['-p', port] });
+      held.release();
+      await finished;
+      // The record is read back from the restarted server's store.
+      const run = await runClient.status(runId);
+      expect(run.status).toBe('CONVERGED');
+      expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+    } finally {
+      await connection.close();
+      await stop(serve);
+      await stop(host);
+      await server.stop();
+    }
+  });
+});
+
+async function polishCli(args: string[]) {
+  const { polish } = await import('./support/cli.js');
+  return polish(args);
+}

@@ -101,6 +101,28 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     }
   });
 
+  it('polish run --nats submits to polish serve; status and list show the run', async () => {
+    const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script.yaml`]);
+    const serve = await startServe(nats.server.url, 'cli');
+    try {
+      const run = await polishCli(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', nats.server.url, '--json']);
+      expect(run.code).toBe(0);
+      const [, runId] = /submitting run (\S+) to the polish run service/.exec(run.stderr) ?? [];
+      expect(runId).toBeDefined();
+      expect(run.stderr).toContain('iteration 3: 3/3 pass');
+      expect(JSON.parse(run.stdout).status).toBe('CONVERGED');
+      const status = await polishCli(['status', runId as string, '--nats', nats.server.url, '--json']);
+      expect(JSON.parse(status.stdout)).toMatchObject({ runId, status: 'CONVERGED', owner: 'cli', iteration: 3 });
+      const list = await polishCli(['list', '--nats', nats.server.url]);
+      expect(list.stdout).toMatch(new RegExp(`^${runId}\\s+CONVERGED`, 'm'));
+      const missing = await polishCli(['status', 'no-such-run', '--nats', nats.server.url]);
+      expect([missing.code, missing.stderr.trim()]).toEqual([2, 'polish: invalid input: no run no-such-run']);
+    } finally {
+      await stop(serve);
+      await stop(host);
+    }
+  });
+
   it('worker killed mid-task: the task is retried and the run completes', async () => {
     const held = heldScript();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);

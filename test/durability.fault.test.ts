@@ -1,33 +1,36 @@
 // Fault tests for durable runs (DESIGN §6): real nats-server, real `polish serve` and
 // `polish worker` processes, kill -9. Slow by nature: `pnpm test:fault` runs only these.
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
-import { createInProcessDispatcher, createRunClient, openRunStore, runPolish, storeNames, type RunClient } from '@polish/orchestrator';
+import {
+  createInProcessDispatcher,
+  createRunClient,
+  createRunManager,
+  openRunStore,
+  runPolish,
+  storeNames,
+  type Dispatcher,
+  type RunClient,
+  type RunStore,
+} from '@polish/orchestrator';
 import { eventsSubject, type RunEvent, type RunResult } from '@polish/protocol';
 import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
 import { startNats, type NatsFixture } from './support/nats.js';
+import { heldScript as held } from './support/held-script.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-durable-'));
 const spec = { artifact: readFileSync(`${demo}/artifact.md`, 'utf8'), goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim() };
 
-/** The demo script with evaluate answers held until the test releases them. */
-function heldScript() {
-  const script = loadScriptFile(`${demo}/script.yaml`);
-  const id = randomUUID();
-  const path = join(scratch, `held-${id}.json`);
-  const releaseFile = join(scratch, `release-${id}`);
-  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })) }));
-  return { script: path, release: () => writeFileSync(releaseFile, '') };
-}
+const heldScript = () => held(`${demo}/script.yaml`, scratch);
 
 const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
 
@@ -248,9 +251,63 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     }
   });
 
+  it('a wave whose result was saved is not sent again, even if the orchestrator dies before its next snapshot', async () => {
+    const store = await openRunStore(nats.connection);
+    const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
+    const inProcess = createInProcessDispatcher((task) => handleTask(task, model));
+    const dispatched: string[] = [];
+    const dispatcher: Dispatcher = { dispatch: (role, payload, options) => (dispatched.push(role), inProcess.dispatch(role, payload, options)) };
+    let markCrashed: () => void = () => undefined;
+    const crashed = new Promise<void>((resolve) => (markCrashed = resolve));
+    // The real store, with one twist: right after the first evaluation's result is saved, the
+    // orchestrator stops dead, before the transition that follows can be saved.
+    const crashing: RunStore = {
+      ...store,
+      async put(key, value) {
+        await store.put(key, value);
+        if (/\.evaluate\.1$/.test(key)) {
+          await first.close();
+          markCrashed();
+        }
+      },
+    };
+    const first = createRunManager({ store: crashing, dispatcher, owner: 'ledger' });
+    const runId = randomUUID();
+    await first.submit(spec, runId);
+    await crashed;
+    expect((await store.get<{ state: string }>(`run.${runId}`))?.state).toBe('evaluating');
+    const second = createRunManager({ store, dispatcher, owner: 'ledger' });
+    expect((await second.resumeOwned()).resumed).toContain(runId);
+    expect(outcome(await second.result(runId))).toEqual(outcome(undisturbed));
+    // Without the recorded result the restored run would have evaluated iteration 1 again (4 calls).
+    expect(dispatched).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
+  });
+
+  it('never runs one run in two orchestrators: no takeover from a live owner, no second process of one name', async () => {
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
+    const alpha = await startServe(nats.server.url, 'alpha');
+    try {
+      const runId = randomUUID();
+      await client.submit(spec, runId);
+      await host.waitFor(/\(evaluate\) took task/);
+      const beta = createRunManager({ store: await openRunStore(nats.connection), dispatcher: createInProcessDispatcher(() => Promise.reject(new Error('must not run'))), owner: 'beta' });
+      await expect(beta.resume(runId)).rejects.toThrow(`run ${runId} belongs to orchestrator "alpha", which is running: resume it there`);
+      await expect(beta.cancel(runId)).rejects.toThrow('which is running: cancel it there');
+      const twin = startPolish(['serve', '--nats', nats.server.url, '--id', 'alpha']);
+      const twinExit = await twin.exited;
+      expect(twinExit.code).toBe(6);
+      expect(twin.lines.join('\n')).toContain('orchestrator "alpha" is already running');
+      held.release();
+    } finally {
+      await stop(alpha);
+      await stop(host);
+    }
+  });
+
   it('a snapshot from another machine version is refused with both versions named, never restarted', async () => {
-    const js = jetstream(nats.connection);
-    const kv = await new Kvm(js).open(storeNames().runs);
+    await openRunStore(nats.connection);
+    const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
     const runId = randomUUID();
     const record = { runId, owner: 'old-orchestrator', machineVersion: 0, status: 'RUNNING', state: 'evaluating', iteration: 1, cap: 4, createdAt: 1, updatedAt: 1, snapshot: { value: 'evaluating' } };
     await kv.put(`run.${runId}`, JSON.stringify(record));

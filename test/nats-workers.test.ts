@@ -7,6 +7,7 @@ import { createInProcessDispatcher, createNatsDispatcher, startPolish as startRu
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
 import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
+import { heldScript as held } from './support/held-script.js';
 import { processesTagged, startHost, startPolish, stop } from './support/processes.js';
 
 const demo = 'examples/demo';
@@ -17,18 +18,7 @@ const spec: RunSpecInput = {
 const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8'));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-nats-test-'));
 
-/**
- * The demo script with every evaluate answer held until the test creates a release file, so a
- * test can act while a worker holds an evaluate task, with no race against the "model".
- */
-function heldScript(): { script: string; release: () => void } {
-  const script = loadScriptFile(`${demo}/script.yaml`);
-  const id = randomUUID();
-  const path = join(scratch, `held-${id}.json`);
-  const releaseFile = join(scratch, `release-${id}`);
-  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })) }));
-  return { script: path, release: () => writeFileSync(releaseFile, '') };
-}
+const heldScript = () => held(`${demo}/script.yaml`, scratch);
 
 /** What must be equal between a disturbed and an undisturbed run. */
 const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });

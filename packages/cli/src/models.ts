@@ -123,6 +123,11 @@ function checkUsable(settings: ModelSettings, byRole: Record<Role, ModelSettings
   }
 }
 
+/** The price table alone (defaults, then the config file's `prices:`), for runs whose workers are elsewhere. */
+export function resolvePrices(flags: Pick<ModelFlags, 'config'>, environment: NodeJS.ProcessEnv = process.env): PriceTable {
+  return { ...DEFAULT_PRICES, ...readConfig(flags.config ?? environment.POLISH_CONFIG).prices };
+}
+
 /** One line per distinct model: which roles use it. */
 export function describeModels(byRole: Record<Role, ModelSettings>): string[] {
   const roles = new Map<string, Role[]>();

@@ -13,3 +13,4 @@ export { createRunManager, type RunManager, type RunManagerOptions, type RunReco
 export { startRunService, createRunClient, RUN_SERVICE_NAME, type RunClient } from './durable/run-service.js';
 export type { WaveLedger } from './wave-actors.js';
 export type { PolishInput } from './polish-machine.js';
+export { acquireOwnerLease, ownerAlive, LEASE_TTL_MS } from './durable/owner-lease.js';

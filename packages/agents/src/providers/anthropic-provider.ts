@@ -1,7 +1,7 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { Usage } from '@polish/protocol';
 import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
-import { modelError } from './provider-error.js';
+import { modelError, sdkOptions } from './provider-error.js';
 
 /** Settings of the Anthropic provider. */
 export interface AnthropicProviderOptions {
@@ -48,14 +48,8 @@ function usageOf(usage: Anthropic.Usage): Usage {
  * 408/409/429/5xx/529 with backoff; the timeout applies to each attempt.
  */
 export function createAnthropicProvider(options: AnthropicProviderOptions): ModelProvider {
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const maxRetries = options.maxRetries ?? 2;
-  const client = new Anthropic({
-    apiKey: options.apiKey,
-    ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-    timeout: timeoutMs,
-    maxRetries,
-  });
+  const { timeoutMs, maxRetries, client: clientOptions } = sdkOptions(options);
+  const client = new Anthropic(clientOptions);
   return {
     info: { provider: 'anthropic', model: options.model, scripted: false },
     async generate(request: ModelRequest): Promise<ModelResponse> {

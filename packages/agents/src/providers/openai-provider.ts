@@ -1,7 +1,7 @@
 import OpenAI from 'openai';
 import type { Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
-import { modelError } from './provider-error.js';
+import { modelError, sdkOptions } from './provider-error.js';
 import { displayUrl, providerLabel } from './display-url.js';
 
 /** Settings of the OpenAI-compatible provider. */
@@ -40,14 +40,8 @@ function rejectsJsonSchema(error: unknown): boolean {
  * answer is validated by zod as always.
  */
 export function createOpenAICompatibleProvider(options: OpenAICompatibleProviderOptions): ModelProvider {
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const maxRetries = options.maxRetries ?? 2;
-  const client = new OpenAI({
-    apiKey: options.apiKey,
-    ...(options.baseURL ? { baseURL: options.baseURL } : {}),
-    timeout: timeoutMs,
-    maxRetries,
-  });
+  const { timeoutMs, maxRetries, client: clientOptions } = sdkOptions(options);
+  const client = new OpenAI(clientOptions);
   // Learned once per provider instance: after a server rejects json_schema, ask in JSON mode.
   let jsonMode = options.jsonMode ?? 'json_schema';
   const provider = options.baseURL ? `openai-compatible server at ${displayUrl(options.baseURL)}` : 'openai';
@@ -56,7 +50,10 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
   const complete = (request: ModelRequest, jsonMode: 'json_schema' | 'json_object') =>
     client.chat.completions.create({
       model: options.model,
-      max_tokens: options.maxTokens ?? 8192,
+      // OpenAI's own newer models take only max_completion_tokens; other servers know max_tokens.
+      ...(providerLabel(options.baseURL) === 'openai'
+        ? { max_completion_tokens: options.maxTokens ?? 8192 }
+        : { max_tokens: options.maxTokens ?? 8192 }),
       messages: [
         { role: 'system', content: request.system },
         ...request.messages.map((message) => ({ role: message.role, content: textOf(message.content) })),

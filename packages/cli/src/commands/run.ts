@@ -3,14 +3,13 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { PolishError, RunEventSchema, eventsSubject, type RunResult, type RunSpec } from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
-import { describeModels, resolveModels, type ModelFlags, type ResolvedModels } from '../models.js';
+import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
 import { createProgressReporter } from '../progress.js';
 import { checkWritable, writeFileAtomic } from '../write-output.js';
 import { exitCodeFor } from '../exit-codes.js';
 import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
-import { DEFAULT_PRICES } from '../default-prices.js';
 import { SetupError } from '../setup-error.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
@@ -176,7 +175,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
     log('polish: note: model flags apply to the workers; with --nats they were set where `polish worker` runs');
   }
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
-  const prices = models?.prices ?? DEFAULT_PRICES;
+  const prices = models?.prices ?? resolvePrices(flags);
   try {
     return emitResult(await executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices), flags);
   } catch (error) {

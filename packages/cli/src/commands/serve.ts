@@ -1,6 +1,6 @@
 import { hostname } from 'node:os';
-import { connect } from '@nats-io/transport-node';
-import { createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { acquireOwnerLease, createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
 import { InputError } from '../input-error.js';
 import { SetupError } from '../setup-error.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
@@ -28,15 +28,34 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw new InputError('id', 'letters, digits, ., - or _ (1-100)');
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
-  let connection;
+  let connection: NatsConnection;
   try {
     // Keep trying while NATS restarts: runs wait rather than fail.
     connection = await connect({ servers: natsUrl, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }
+  try {
+    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs });
+  } catch (error) {
+    // Leave nothing open on the way out: an open connection would keep the process alive.
+    await connection.close().catch(() => undefined);
+    throw error;
+  }
+}
+
+async function serveOn(
+  connection: NatsConnection,
+  natsUrl: string,
+  owner: string,
+  { taskTimeoutMs, workerWaitMs }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined },
+): Promise<number> {
   const store = await openRunStore(connection).catch((error: Error) => {
     throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (is JetStream enabled? nats-server -js): ${error.message}`);
+  });
+  // One process per orchestrator name: it alone resumes that name's runs.
+  const lease = await acquireOwnerLease(store, owner, log).catch((error: Error) => {
+    throw new SetupError(error.message);
   });
   const dispatcher = createNatsDispatcher({
     connection,
@@ -54,11 +73,12 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
       if (event.type === 'run.finished') log(`run ${event.runId}: ${event.status} after ${event.iterations} iterations`);
     },
   });
-  const service = await startRunService(connection, manager, store);
-  log(`polish serve: orchestrator "${owner}" on ${natsUrl}, run service ready (polish.v1.run.*)`);
+  // Resume first, then take requests: a cancel or resume must not race with the resuming.
   const { resumed, refused } = await manager.resumeOwned();
   if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);
   for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
+  const service = await startRunService(connection, manager, store);
+  log(`polish serve: orchestrator "${owner}" on ${natsUrl}, run service ready (polish.v1.run.*)`);
   log('polish serve: ready');
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
@@ -67,6 +87,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   log(`polish serve: ${signal}: stopping; unfinished runs stay resumable`);
   await service.stop();
   await manager.close();
+  await lease.release();
   await connection.drain();
   return 0;
 }

@@ -15,6 +15,7 @@ import { toRunResult, type PolishFinalState } from '../run-result.js';
 import { estimateCost } from '../cost.js';
 import type { Dispatcher } from '../dispatcher.js';
 import type { RunStore } from './run-store.js';
+import { ownerAlive } from './owner-lease.js';
 
 /** What is kept in KV under `run.<runId>`: enough to resume the run, or to show its result. */
 export interface RunRecord {
@@ -41,6 +42,13 @@ export interface RunManagerOptions {
   prices?: PriceTable;
   onEvent?: (event: RunEvent) => void;
   now?: () => number;
+}
+
+/** A run may be taken over only when its owner is this orchestrator or is gone. */
+async function checkTakeover(store: RunStore, record: RunRecord, me: string, action: string): Promise<void> {
+  if (record.owner !== me && (await ownerAlive(store, record.owner))) {
+    throw new PolishError('INVALID_INPUT', `run ${record.runId} belongs to orchestrator "${record.owner}", which is running: ${action} it there`);
+  }
 }
 
 /** Starts, persists, resumes, cancels and extends polish runs. */
@@ -90,19 +98,27 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     return options.store.get<RunRecord>(runKey(runId));
   }
 
-  function launch(runId: string, createdAt: number, start: { input: PolishInput } | { snapshot: unknown }): RunSummary {
+  function launch(runId: string, createdAt: number, start: { input: PolishInput } | { snapshot: unknown }): Promise<RunSummary> {
     // Snapshot writes are coalesced and strictly ordered; `persisted()` waits for the latest.
     let version = 0;
     let written = 0;
     let latest: RunRecord | undefined;
     let writing: Promise<void> | undefined;
-    let waiters: { version: number; resolve: () => void }[] = [];
+    let waiters: { version: number; resolve: () => void; reject: (error: Error) => void }[] = [];
+    let storeFailure: Error | undefined;
     const pump = async () => {
-      while (latest && version > written) {
-        const target = version;
-        await options.store.put(runKey(runId), latest);
-        written = target;
-        waiters = waiters.filter((waiter) => (waiter.version <= written ? (waiter.resolve(), false) : true));
+      try {
+        while (latest && version > written) {
+          const target = version;
+          await options.store.put(runKey(runId), latest);
+          written = target;
+          waiters = waiters.filter((waiter) => (waiter.version <= written ? (waiter.resolve(), false) : true));
+        }
+      } catch (error) {
+        // The run can no longer be saved: it must not go on unsaved. Waves waiting to be sent fail.
+        storeFailure = new PolishError('INTERNAL', `run ${runId} could not be saved: ${(error as Error).message}`);
+        for (const waiter of waiters) waiter.reject(storeFailure);
+        waiters = [];
       }
       writing = undefined;
     };
@@ -111,7 +127,12 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       version += 1;
       writing ??= pump();
     };
-    const persisted = () => (written >= version ? Promise.resolve() : new Promise<void>((resolve) => waiters.push({ version, resolve })));
+    const persisted = () =>
+      storeFailure
+        ? Promise.reject(storeFailure)
+        : written >= version
+          ? Promise.resolve()
+          : new Promise<void>((resolve, reject) => waiters.push({ version, resolve, reject }));
 
     const report = (event: Record<string, unknown> & { type: RunEvent['type'] }, dedupeId?: string) => {
       const full = { ...event, runId, at: now() } as RunEvent;
@@ -176,13 +197,17 @@ export function createRunManager(options: RunManagerOptions): RunManager {
             })
             .catch(reject);
         },
-        error: reject,
+        error: (error) => {
+          active.delete(runId);
+          reject(error);
+        },
       });
     });
     entry.result.catch(() => undefined);
     active.set(runId, entry);
     actor.start();
-    return summaryOf(recordOf('RUNNING'));
+    // Only once the run is in KV is it accepted: a crash after this point cannot lose it.
+    return persisted().then(() => summaryOf(recordOf('RUNNING')));
   }
 
   async function restore(record: RunRecord): Promise<RunSummary> {
@@ -224,11 +249,14 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       const record = await load(runId);
       if (!record) throw notFound(runId);
       if (record.status !== 'RUNNING') throw new PolishError('INVALID_INPUT', `run ${runId} has ended already (${record.status})`);
+      await checkTakeover(options.store, record, options.owner, 'cancel');
       // Not running here (its orchestrator is gone): end it from its stored state, dispatching nothing.
-      const context = (record.snapshot as { context: PolishContext }).context;
+      const context = (record.snapshot as { context?: PolishContext } | undefined)?.context;
+      if (!context) throw new PolishError('INVALID_INPUT', `run ${runId} has no state this orchestrator can read; cancel it with the polish that wrote it`);
       const result = toRunResult('cancelled', { ...context, failure: { code: 'CANCELLED', reason } });
       const cancelled: RunRecord = { ...record, status: 'CANCELLED', state: 'cancelled', updatedAt: now(), result };
       await options.store.put(runKey(runId), cancelled);
+      report0(runId, { type: 'run.finished', status: 'CANCELLED', iterations: result.iterations, usage: result.usage }, `${runId}.finished.${record.cap}`);
       return summaryOf(cancelled);
     },
     async extend(runId, cap) {
@@ -236,6 +264,8 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       if (!record) throw notFound(runId);
       if (record.status !== 'CAP_REACHED') throw new PolishError('INVALID_INPUT', `only a run that reached its cap can be extended; ${runId} is ${record.status}`);
       if (cap <= record.cap) throw new PolishError('INVALID_INPUT', `cap: must be above the run's cap of ${record.cap}`);
+      if (active.has(runId)) throw new PolishError('INVALID_INPUT', `run ${runId} is being extended already`);
+      await checkTakeover(options.store, record, options.owner, 'extend');
       const problem = versionProblem(record);
       if (problem) throw new PolishError('INVALID_INPUT', problem);
       const { spec, failure: _failure, ...resume } = (record.snapshot as { context: PolishContext }).context;
@@ -245,6 +275,7 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       const record = await load(runId);
       if (!record) throw notFound(runId);
       if (record.status !== 'RUNNING') throw new PolishError('INVALID_INPUT', `run ${runId} has ended (${record.status}); nothing to resume`);
+      if (!active.has(runId)) await checkTakeover(options.store, record, options.owner, 'resume');
       const summary = await restore(record);
       if (summary.problem) throw new PolishError('INVALID_INPUT', summary.problem);
       return summary;
@@ -261,11 +292,15 @@ export function createRunManager(options: RunManagerOptions): RunManager {
           await options.store.publishEvent(event, `${summary.runId}.finished.${summary.cap}`);
         }
         if (summary.status !== 'RUNNING' || summary.owner !== options.owner || active.has(summary.runId)) continue;
-        const record = await load(summary.runId);
-        if (!record) continue;
-        const outcome = await restore(record);
-        if (outcome.problem) refused.push({ runId: summary.runId, problem: outcome.problem });
-        else resumed.push(summary.runId);
+        try {
+          const record = await load(summary.runId);
+          if (!record) continue;
+          const outcome = await restore(record);
+          if (outcome.problem) refused.push({ runId: summary.runId, problem: outcome.problem });
+          else resumed.push(summary.runId);
+        } catch (error) {
+          refused.push({ runId: summary.runId, problem: (error as Error).message });
+        }
       }
       return { resumed, refused };
     },
@@ -285,9 +320,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     },
   };
 
-  function report0(runId: string, event: Record<string, unknown> & { type: RunEvent['type'] }) {
+  function report0(runId: string, event: Record<string, unknown> & { type: RunEvent['type'] }, dedupeId?: string) {
     const full = { ...event, runId, at: now() } as RunEvent;
     options.onEvent?.(full);
-    void options.store.publishEvent(full).catch(() => undefined);
+    void options.store.publishEvent(full, dedupeId).catch(() => undefined);
   }
 }

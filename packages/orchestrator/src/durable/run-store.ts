@@ -19,6 +19,7 @@ export function storeNames(prefix = DEFAULT_SUBJECT_PREFIX) {
 export interface RunStore {
   put(key: string, value: unknown): Promise<void>;
   get<T>(key: string): Promise<T | undefined>;
+  delete(key: string): Promise<void>;
   keys(prefix: string): Promise<string[]>;
   publishEvent(event: RunEvent, dedupeId?: string): Promise<void>;
   /** Every stored event of a run, in order. */
@@ -27,13 +28,24 @@ export interface RunStore {
   externalize(value: unknown): Promise<unknown>;
 }
 
+/** How long a store operation is retried while NATS is unreachable before the run gives up on it. */
+export const STORE_RETRY_MS = 120_000;
+
+/** Errors that pass when NATS or JetStream comes back; anything else (too large, no permission, …) is final. */
+function isTransient(error: unknown): boolean {
+  const name = (error as Error)?.name ?? '';
+  const text = String((error as Error)?.message ?? error);
+  return /Timeout|ConnectionError|NoResponders|Disconnect/i.test(name) || /timeout|disconnect|no responders|503|closed|reconnect/i.test(text);
+}
+
 async function retrying<T>(what: () => Promise<T>): Promise<T> {
-  // NATS may be restarting: keep trying with backoff; the run waits (it is resumable meanwhile).
+  // NATS may be restarting: keep trying with backoff for a while; the run waits meanwhile.
+  const started = Date.now();
   for (let backoff = 100; ; backoff = Math.min(backoff * 2, 5_000)) {
     try {
       return await what();
     } catch (error) {
-      if (/bad request|invalid|not found/i.test(String((error as Error).message))) throw error;
+      if (!isTransient(error) || Date.now() - started > STORE_RETRY_MS) throw error;
       await delay(backoff);
     }
   }
@@ -95,6 +107,9 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
       const entry = await retrying(() => kv.get(key));
       if (!entry || entry.operation !== 'PUT' || entry.length === 0) return undefined;
       return (await internalize(entry.json())) as never;
+    },
+    async delete(key) {
+      await retrying(() => kv.delete(key));
     },
     async keys(prefixOfKeys) {
       const found: string[] = [];

@@ -134,10 +134,12 @@ export function createRunManager(options: RunManagerOptions): RunManager {
           ? Promise.resolve()
           : new Promise<void>((resolve, reject) => waiters.push({ version, resolve, reject }));
 
+    // Events of a run reach the stream one after another, in order, even across a NATS outage.
+    let published = Promise.resolve();
     const report = (event: Record<string, unknown> & { type: RunEvent['type'] }, dedupeId?: string) => {
       const full = { ...event, runId, at: now() } as RunEvent;
       options.onEvent?.(full);
-      void options.store.publishEvent(full, dedupeId).catch(() => undefined);
+      published = published.then(() => options.store.publishEvent(full, dedupeId)).catch(() => undefined);
     };
     const ledger: WaveLedger = {
       keyOf: (role, iteration) => `result.${runId}.${role}.${iteration}`,

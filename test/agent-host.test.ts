@@ -50,6 +50,22 @@ describe('agent host', () => {
     await host.stop();
   });
 
+  it('a worker gives up a task at its deadline instead of paying for an answer nobody reads', async () => {
+    const release = join(mkdtempSync(join(tmpdir(), 'polish-deadline-')), 'never-released');
+    const script = join(dirname(release), 'held.json');
+    writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores: [] }, hold_until_file: release }] }));
+    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model: { provider: 'scripted', script } });
+    await host.ready;
+    const [worker] = host.workerPids();
+    const done = new Promise<boolean>((resolve) => host.once('task.done', ({ ok }) => resolve(ok)));
+    const exited = new Promise<number>((resolve) => host.once('worker.exited', ({ pid }) => resolve(pid)));
+    const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300, maxAttempts: 1 });
+    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria })).rejects.toThrow('no evaluate worker replied within 0.3 s');
+    expect(await done).toBe(false);
+    expect(await exited).toBe(worker);
+    await host.stop();
+  });
+
   it('fails its ready promise instead of respawning forever when workers cannot start', async () => {
     const host = createAgentHost({ natsUrl: 'nats://127.0.0.1:1', roles: ['evaluate'], pool: 1, model });
     await expect(host.ready).rejects.toThrow('evaluate workers keep failing to start');

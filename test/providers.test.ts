@@ -194,6 +194,15 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
     expect(result.usage.input_tokens).toBe(server.reported.input_tokens);
   });
 
+  it('retries a 429 and fails naming the role when every try answers 503', async () => {
+    const retried = await fakeOpenAI((_request, index) => (index === 0 ? { status: 429, errorType: 'rate_limit', message: 'slow down' } : undefined));
+    expect((await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, local(retried))).result.status).toBe('CONVERGED');
+    expect(retried.requests).toHaveLength(2);
+    const down = await fakeOpenAI(() => ({ status: 503, errorType: 'unavailable', message: 'model is loading' }));
+    const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, local(down));
+    expect(failure(result)).toBe(`MODEL_ERROR: evaluate: openai-compatible server at ${down.url}/v1 answered 503 after 3 attempts: model is loading`);
+  });
+
   it('falls back to JSON mode when the server rejects json_schema', async () => {
     const server = await fakeOpenAI((request) =>
       (request.body.response_format as { type: string }).type === 'json_schema'

@@ -109,7 +109,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
       noRespondersSince = undefined;
       if (!failure.retryable) throw failure;
       if (attempt >= maxAttempts) {
-        throw new PolishError(failure.code, `${failure.message} (${attempt} attempts)`, { cause: failure, retryable: false });
+        throw new PolishError(failure.code, `${failure.message} (${attempt} attempt${attempt === 1 ? "" : "s"})`, { cause: failure, retryable: false });
       }
       attempt += 1;
       await delay(backoffMs, undefined, signal ? { signal } : {});

@@ -1,10 +1,31 @@
 import { connect, type Msg } from '@nats-io/transport-node';
-import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type WorkerInfo } from '@polish/protocol';
+import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type TaskReply, type WorkerInfo } from '@polish/protocol';
 import { handleTask, currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { ModelProvider } from '../providers/model-provider.js';
 import type { WorkerConfig, WorkerNotice } from './worker-config.js';
 import { warmUp } from './warm-up.js';
+
+/** Grace for clock skew between the orchestrator's machine and this one. */
+const DEADLINE_GRACE_MS = 1_000;
+
+/**
+ * Past the task's deadline the orchestrator has stopped waiting (and sent the task again):
+ * answer TIMEOUT and let this single-use process end, which also ends the model call in flight
+ * instead of paying for an answer nobody reads.
+ */
+function withinDeadline(handling: Promise<TaskReply>, raw: unknown, taskId: string, worker: WorkerInfo): Promise<TaskReply> {
+  const deadline = Number((raw as { deadline?: unknown } | null)?.deadline);
+  if (!Number.isFinite(deadline) || deadline <= 0) return handling;
+  let timer: NodeJS.Timeout | undefined;
+  const expired = new Promise<TaskReply>((resolve) => {
+    timer = setTimeout(() => {
+      const error = new PolishError('TIMEOUT', 'the task passed its deadline in the worker; its answer would not be read');
+      resolve({ v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker });
+    }, Math.max(0, deadline + DEADLINE_GRACE_MS - Date.now()));
+  });
+  return Promise.race([handling, expired]).finally(() => clearTimeout(timer));
+}
 
 /** Answers one task message; never throws (failures become error replies). */
 async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, notify: (notice: WorkerNotice) => Promise<void>) {
@@ -19,7 +40,7 @@ async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, not
   const taskId = String((raw as { taskId?: unknown } | null)?.taskId ?? 'unknown');
   // The host learns where the reply goes, so it can answer WORKER_CRASHED if this process dies.
   await notify({ type: 'task.taken', taskId, ...(message.reply ? { reply: message.reply } : {}) });
-  const reply = await handleTask(raw, model, worker);
+  const reply = await withinDeadline(handleTask(raw, model, worker), raw, taskId, worker);
   message.respond(JSON.stringify(reply));
   await notify({ type: 'task.done', taskId, ok: reply.ok });
 }

@@ -6,6 +6,7 @@ import { demoCommand } from './commands/demo.js';
 import { workerCommand } from './commands/worker.js';
 import { serveCommand } from './commands/serve.js';
 import { controlCommand } from './commands/control.js';
+import { policyEvaluateCommand, policyValidateCommand } from './commands/policy.js';
 import { InputError } from './input-error.js';
 import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
@@ -104,6 +105,23 @@ controlOptions(
 ).action(async (runId: string, flags) => {
   process.exitCode = await controlCommand('extend', runId, flags);
 });
+
+const policy = program.command('policy').description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');
+policy
+  .command('validate')
+  .description('check a policy file; exit 0 valid, 2 invalid')
+  .option('--policy <file>', 'agent-policy-1 JSON file')
+  .action((flags) => {
+    process.exitCode = policyValidateCommand(flags);
+  });
+policy
+  .command('evaluate')
+  .description('decide continue / checkpoint / stop; exit 0, 3, 4 (2 when the input is invalid: it fails closed)')
+  .option('--policy <file>', 'agent-policy-1 JSON file')
+  .option('--checkpoint <file>', 'task-checkpoint-1 JSON file')
+  .action((flags) => {
+    process.exitCode = policyEvaluateCommand(flags);
+  });
 
 try {
   await program.parseAsync(process.argv);

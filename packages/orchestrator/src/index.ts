@@ -14,3 +14,5 @@ export { startRunService, createRunClient, RUN_SERVICE_NAME, type RunClient } fr
 export type { WaveLedger } from './wave-actors.js';
 export type { PolishInput } from './polish-machine.js';
 export { acquireOwnerLease, ownerAlive, LEASE_TTL_MS } from './durable/owner-lease.js';
+export { evaluatePolicy, validatePolicy, validateCheckpoint, decide, failClosed, humanKeysFrom, PolicyInputError } from './par/policy-engine.js';
+export { canonicalJson } from './par/canonical-json.js';

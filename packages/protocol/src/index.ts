@@ -77,3 +77,17 @@ export {
   type RunSummary,
   type RunServiceReply,
 } from './run-service.js';
+export {
+  LIMIT_NAMES,
+  ParPolicySchema,
+  ParCheckpointSchema,
+  HumanDecisionSchema,
+  LimitOverrideSchema,
+  PolicyDecisionSchema,
+  type LimitName,
+  type ParPolicy,
+  type ParCheckpoint,
+  type HumanDecision,
+  type LimitOverride,
+  type PolicyDecision,
+} from './par-policy.js';

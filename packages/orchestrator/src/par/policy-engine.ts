@@ -1,0 +1,201 @@
+import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import {
+  LIMIT_NAMES,
+  ParCheckpointSchema,
+  ParPolicySchema,
+  type LimitName,
+  type ParCheckpoint,
+  type ParPolicy,
+  type PolicyDecision,
+} from '@polish/protocol';
+import { canonicalJson } from './canonical-json.js';
+
+/** The metrics a checkpoint reports, and the limit each is held against. */
+const REACHED: readonly [keyof ParCheckpoint, LimitName][] = [
+  ['cycle', 'max_cycles'],
+  ['tool_calls', 'max_tool_calls'],
+  ['elapsed_seconds', 'max_elapsed_seconds'],
+  ['transcript_bytes', 'max_transcript_bytes'],
+  ['same_failure_retries', 'max_same_failure_retries'],
+  ['no_evidence_cycles', 'max_no_evidence_cycles'],
+  ['task_packet_tokens', 'max_task_packet_tokens'],
+  ['parent_summary_tokens', 'max_parent_summary_tokens'],
+  ['memory_digest_tokens', 'max_memory_digest_tokens'],
+  ['child_result_words', 'max_child_result_words'],
+];
+const EXCEEDED: readonly [keyof ParCheckpoint, LimitName][] = [
+  ['children_spawned', 'max_children_per_parent'],
+  ['active_children', 'max_concurrency'],
+];
+/** The metric each limit is compared with (for overrides). */
+const METRIC_OF: Partial<Record<LimitName, keyof ParCheckpoint>> = {
+  ...Object.fromEntries([...REACHED, ...EXCEEDED].map(([metric, limit]) => [limit, metric])),
+  checkpoint_transcript_bytes: 'transcript_bytes',
+};
+const OBSERVED = [...REACHED.map(([metric]) => metric), ...EXCEEDED.map(([metric]) => metric), 'last_checkpoint_transcript_bytes'] as const;
+
+/** Input is invalid: the engine fails closed with this message. */
+export class PolicyInputError extends Error {
+  override readonly name = 'PolicyInputError';
+}
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
+const firstIssue = (what: string, error: { issues: { path: PropertyKey[]; message: string }[] }) => {
+  const issue = error.issues[0];
+  return `${what}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`;
+};
+
+/** Parses and checks a policy: the schema, plus the rules JSON Schema cannot express. */
+export function validatePolicy(raw: unknown): ParPolicy {
+  const parsed = ParPolicySchema.safeParse(raw);
+  if (!parsed.success) throw new PolicyInputError(firstIssue('policy', parsed.error));
+  const { limits } = parsed.data;
+  if (limits.max_transcript_bytes < limits.checkpoint_transcript_bytes) {
+    throw new PolicyInputError('policy: limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes');
+  }
+  if (limits.max_concurrency > limits.max_children_per_parent) {
+    throw new PolicyInputError('policy: limits.max_concurrency must be at most limits.max_children_per_parent');
+  }
+  return parsed.data;
+}
+
+/** Checks one human record: its key is the policy's, its secret hashes right, its signature is the secret's. */
+function verifyHuman(record: { actor: string; authorization: { key_id: string; signature: string } }, policy: ParPolicy, secrets: Record<string, string>, where: string) {
+  const keyId = record.actor.slice('human:'.length);
+  if (record.authorization.key_id !== keyId) throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
+  const expectedHash = policy.human_authorization.key_hashes[keyId];
+  if (!expectedHash) throw new PolicyInputError(`${where}: key ${keyId} is not in the policy's key_hashes`);
+  const secret = secrets[keyId];
+  if (secret === undefined) throw new PolicyInputError(`${where}: no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
+  if (sha256(secret) !== expectedHash) throw new PolicyInputError(`${where}: the secret of key ${keyId} does not match the policy's key hash`);
+  const { authorization: _authorization, ...unsigned } = record;
+  const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest();
+  const given = Buffer.from(record.authorization.signature, 'hex');
+  if (given.length !== signature.length || !timingSafeEqual(given, signature)) throw new PolicyInputError(`${where}: bad signature`);
+}
+
+/** Parses and checks a checkpoint against its policy (signatures, action hashes, overrides). */
+export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Record<string, string>): ParCheckpoint {
+  const parsed = ParCheckpointSchema.safeParse(raw);
+  if (!parsed.success) throw new PolicyInputError(firstIssue('checkpoint', parsed.error));
+  const checkpoint = parsed.data;
+  const records = [...checkpoint.decisions, ...checkpoint.overrides];
+  if (records.length > 0) {
+    if (!checkpoint.pending_action_hash) throw new PolicyInputError('checkpoint: pending_action_hash is required when decisions or overrides exist');
+    for (const record of records) {
+      if (record.affected_action_hash !== checkpoint.pending_action_hash) {
+        throw new PolicyInputError('checkpoint: a record does not concern the pending action (affected_action_hash)');
+      }
+    }
+  }
+  checkpoint.decisions.forEach((decision, index) => verifyHuman(decision, policy, secrets, `checkpoint: decisions.${index}`));
+  const overridden = new Set<string>();
+  checkpoint.overrides.forEach((override, index) => {
+    const where = `checkpoint: overrides.${index}`;
+    if (overridden.has(override.limit)) throw new PolicyInputError(`${where}: a second override of ${override.limit}`);
+    overridden.add(override.limit);
+    verifyHuman(override, policy, secrets, where);
+    const limit = policy.limits[override.limit];
+    const metric = METRIC_OF[override.limit];
+    const current = metric ? Number(checkpoint[metric]) : Infinity;
+    if (!(override.observed_value < limit)) throw new PolicyInputError(`${where}: observed_value must be below the policy's ${override.limit} (${limit})`);
+    if (!(override.observed_value <= current)) throw new PolicyInputError(`${where}: observed_value must not exceed the current ${metric}`);
+    if (!(override.value >= limit)) throw new PolicyInputError(`${where}: an override only raises a limit (value ≥ ${limit})`);
+  });
+  const latest = new Map<string, string>();
+  for (const decision of checkpoint.decisions) {
+    const key = `${decision.gate}\u0000${Date.parse(decision.timestamp)}`;
+    if (latest.has(key)) throw new PolicyInputError(`checkpoint: two decisions of gate ${decision.gate} at the same time`);
+    latest.set(key, decision.decision);
+  }
+  return checkpoint;
+}
+
+/** Reads AGENT_COLLAB_HUMAN_KEYS_JSON (a JSON object: key id → secret). */
+export function humanKeysFrom(environment: NodeJS.ProcessEnv = process.env): Record<string, string> {
+  const raw = environment.AGENT_COLLAB_HUMAN_KEYS_JSON;
+  if (!raw) return {};
+  let keys: unknown;
+  try {
+    keys = JSON.parse(raw);
+  } catch {
+    throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON is not JSON');
+  }
+  if (!keys || typeof keys !== 'object' || Array.isArray(keys) || Object.values(keys).some((value) => typeof value !== 'string')) {
+    throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON must be a JSON object of key id → secret');
+  }
+  return keys as Record<string, string>;
+}
+
+/** The decision for a valid policy and checkpoint (pure). */
+export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDecision {
+  const limits: Record<LimitName, number> = { ...policy.limits };
+  for (const override of checkpoint.overrides) limits[override.limit] = override.value;
+  const reasons: string[] = [];
+  if (checkpoint.status !== 'running') reasons.push(`task_status:${checkpoint.status}`);
+  const latestByGate = new Map<string, { timestamp: number; decision: string }>();
+  for (const decision of checkpoint.decisions) {
+    const timestamp = Date.parse(decision.timestamp);
+    const known = latestByGate.get(decision.gate);
+    if (!known || timestamp > known.timestamp) latestByGate.set(decision.gate, { timestamp, decision: decision.decision });
+  }
+  for (const [gate, { decision }] of latestByGate) if (decision !== 'approve') reasons.push(`human_gate:${gate}:${decision}`);
+  for (const [metric, limit] of REACHED) {
+    const observed = Number(checkpoint[metric]);
+    if (observed >= limits[limit]) reasons.push(`limit_reached:${metric}=${observed}:${limit}=${limits[limit]}`);
+  }
+  for (const [metric, limit] of EXCEEDED) {
+    const observed = Number(checkpoint[metric]);
+    if (observed > limits[limit]) reasons.push(`limit_exceeded:${metric}=${observed}:${limit}=${limits[limit]}`);
+  }
+  let decision: PolicyDecision['decision'] = 'continue';
+  let checkpointRequired = false;
+  if (reasons.length > 0) decision = 'stop';
+  else {
+    const growth = checkpoint.transcript_bytes - checkpoint.last_checkpoint_transcript_bytes;
+    if (growth >= limits.checkpoint_transcript_bytes) {
+      decision = 'checkpoint';
+      checkpointRequired = true;
+      reasons.push(`checkpoint_required:transcript_growth=${growth}:checkpoint_transcript_bytes=${limits.checkpoint_transcript_bytes}`);
+    }
+  }
+  return {
+    schema_version: 1,
+    policy_id: policy.policy_id,
+    policy_hash: sha256(canonicalJson(policy)),
+    decision,
+    spawn_allowed: decision === 'continue' && checkpoint.children_spawned < limits.max_children_per_parent && checkpoint.active_children < limits.max_concurrency,
+    checkpoint_required: checkpointRequired,
+    reasons,
+    effective_limits: Object.fromEntries(LIMIT_NAMES.map((name) => [name, limits[name]])),
+    observed_metrics: Object.fromEntries(OBSERVED.map((metric) => [metric, Number(checkpoint[metric])])),
+  };
+}
+
+/** The decision a failure to read or validate the input gives: stop, with the reason. */
+export function failClosed(policyId: string, message: string): PolicyDecision {
+  return {
+    schema_version: 1,
+    policy_id: policyId || 'unknown-policy',
+    policy_hash: null,
+    decision: 'stop',
+    spawn_allowed: false,
+    checkpoint_required: false,
+    reasons: [`evaluation_error:${message}`],
+    effective_limits: {},
+    observed_metrics: {},
+  };
+}
+
+/**
+ * The policy engine: validates the policy and checkpoint (with the human keys) and decides.
+ * Never throws: invalid input fails closed (`stop`, reason `evaluation_error:…`).
+ */
+export function evaluatePolicy(input: { policy: unknown; checkpoint: unknown; policyName: string; humanKeys?: Record<string, string> }): PolicyDecision {
+  try {
+    const policy = validatePolicy(input.policy);
+    return decide(policy, validateCheckpoint(input.checkpoint, policy, input.humanKeys ?? {}));
+  } catch (error) {
+    return failClosed(input.policyName, (error as Error).message);
+  }
+}

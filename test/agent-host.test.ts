@@ -4,6 +4,8 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentHost } from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
+import { TaskEnvelopeSchema, ZERO_USAGE, taskSubject, type TaskEnvelope } from '@polish/protocol';
+import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
 
@@ -64,6 +66,28 @@ describe('agent host', () => {
     expect(await done).toBe(false);
     expect(await exited).toBe(worker);
     await host.stop();
+  });
+
+  it('tasks of durable runs carry an idempotency key that reveals nothing about the run', async () => {
+    const seen: TaskEnvelope[] = [];
+    // A protocol peer standing in for a worker: it records the envelope and answers.
+    const peer = nats.connection.subscribe(taskSubject('evaluate'), {
+      queue: 'evaluate',
+      callback: (_error, message) => {
+        const task = TaskEnvelopeSchema.parse(message.json());
+        seen.push(task);
+        const scores = criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true }));
+        message.respond(JSON.stringify({ v: 1, taskId: task.taskId, ok: true, result: { scores }, usage: ZERO_USAGE, model: { provider: 'peer', model: 'peer', scripted: true }, worker: { pid: 1, hostname: 'peer' } }));
+      },
+    });
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const key = 'result.run-42.evaluate.3';
+    await dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
+    await dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
+    peer.unsubscribe();
+    const expected = createHash('sha256').update(`${key}/1`).digest('hex');
+    expect(seen.map((task) => task.idempotencyKey)).toEqual([expected, expected]);
+    expect(JSON.stringify(seen)).not.toContain('run-42');
   });
 
   it('fails its ready promise instead of respawning forever when workers cannot start', async () => {

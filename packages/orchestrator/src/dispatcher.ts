@@ -14,6 +14,8 @@ export interface DispatchOutcome {
 export interface DispatchOptions {
   /** Aborted when the run is cancelled or stopped; the dispatcher stops waiting. */
   signal?: AbortSignal;
+  /** Identifies the task across retries and restarts (run, wave, iteration); each dispatch adds its attempt. */
+  idempotencyKey?: string;
 }
 
 /**

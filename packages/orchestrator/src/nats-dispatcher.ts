@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { RequestError, TimeoutError, type NatsConnection } from '@nats-io/transport-node';
 import {
@@ -67,7 +67,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     });
   }
 
-  async function dispatch(role: Role, payload: unknown, signal?: AbortSignal): Promise<DispatchOutcome> {
+  async function dispatch(role: Role, payload: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<DispatchOutcome> {
     const subject = taskSubject(role, prefix);
     const taskId = randomUUID();
     let backoffMs = firstBackoffMs;
@@ -77,7 +77,15 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     let attempt = 1;
     for (;;) {
       signal?.throwIfAborted();
-      const task = TaskEnvelopeSchema.parse({ v: PROTOCOL_VERSION, taskId, role, attempt, deadline: Date.now() + taskTimeoutMs, payload });
+      const task = TaskEnvelopeSchema.parse({
+        v: PROTOCOL_VERSION,
+        taskId,
+        role,
+        attempt,
+        deadline: Date.now() + taskTimeoutMs,
+        ...(idempotencyKey ? { idempotencyKey: createHash('sha256').update(`${idempotencyKey}/${attempt}`).digest('hex') } : {}),
+        payload,
+      });
       let failure: PolishError;
       try {
         const message = await request(subject, JSON.stringify(task), signal);
@@ -118,6 +126,6 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   }
 
   return {
-    dispatch: (role, payload, dispatchOptions) => dispatch(role, payload, dispatchOptions?.signal),
+    dispatch: (role, payload, dispatchOptions) => dispatch(role, payload, dispatchOptions?.signal, dispatchOptions?.idempotencyKey),
   };
 }

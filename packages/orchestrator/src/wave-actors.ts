@@ -86,7 +86,7 @@ async function runWave<R extends Role, T>(
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
     let outcome;
     try {
-      outcome = await options.dispatcher.dispatch(role, input.payload, { signal });
+      outcome = await options.dispatcher.dispatch(role, input.payload, { signal, ...(key ? { idempotencyKey: key } : {}) });
     } catch (error) {
       const failure = PolishError.from(error);
       throw failure.withUsage(addUsage(spent, failure.usage ?? ZERO_USAGE), failure.model ?? spentModel);

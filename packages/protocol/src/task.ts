@@ -12,6 +12,11 @@ const envelopeFields = {
   attempt: z.int().min(1),
   /** Epoch milliseconds after which the orchestrator no longer waits for the reply. */
   deadline: z.int().min(0),
+  /**
+   * Durable runs: SHA-256 of (run, wave, iteration, attempt), so a repeated delivery can be
+   * recognised. A hash, so it tells the worker nothing about the run or the iteration.
+   */
+  idempotencyKey: z.string().regex(/^[a-f0-9]{64}$/).optional(),
 };
 
 /** Work for one role. The payload is strict per role. */

@@ -287,6 +287,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const held = heldScript();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
     const alpha = await startServe(nats.server.url, 'alpha');
+    const twins: WatchedProcess[] = [];
     try {
       const runId = randomUUID();
       await client.submit(spec, runId);
@@ -295,11 +296,13 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       await expect(beta.resume(runId)).rejects.toThrow(`run ${runId} belongs to orchestrator "alpha", which is running: resume it there`);
       await expect(beta.cancel(runId)).rejects.toThrow('which is running: cancel it there');
       const twin = startPolish(['serve', '--nats', nats.server.url, '--id', 'alpha']);
+      twins.push(twin);
       const twinExit = await twin.exited;
       expect(twinExit.code).toBe(6);
       expect(twin.lines.join('\n')).toContain('orchestrator "alpha" is already running');
       held.release();
     } finally {
+      for (const twin of twins) await stop(twin);
       await stop(alpha);
       await stop(host);
     }

@@ -4,9 +4,9 @@ import { PolishError } from '@polish/protocol';
 import type { RunStore } from './run-store.js';
 
 /** A live orchestrator renews its lease this often… */
-export const LEASE_BEAT_MS = 1_000;
+export const LEASE_BEAT_MS = 2_000;
 /** …and is taken for gone when its lease is older than this. */
-export const LEASE_TTL_MS = 3_000;
+export const LEASE_TTL_MS = 10_000;
 
 interface Lease {
   pid: number;
@@ -28,7 +28,8 @@ export async function ownerAlive(store: RunStore, owner: string, now = Date.now)
  * clear error if it keeps being renewed (another live process has the name).
  */
 export async function acquireOwnerLease(store: RunStore, owner: string, log: (line: string) => void = () => undefined) {
-  const deadline = Date.now() + 2 * LEASE_TTL_MS + LEASE_BEAT_MS;
+  // A crashed predecessor's lease lapses within the TTL; one still renewed after that is alive.
+  const deadline = Date.now() + LEASE_TTL_MS + 2 * LEASE_BEAT_MS;
   for (let waited = false; await ownerAlive(store, owner); waited = true) {
     const lease = await store.get<Lease>(leaseKey(owner));
     if (Date.now() > deadline) {

@@ -90,8 +90,8 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
       'run.started',
       'wave.started', 'wave.finished', 'criteria.locked',
       'wave.started', 'wave.finished', 'iteration.evaluated',
-      'wave.started', 'wave.finished',
-      'wave.started', 'wave.finished', 'iteration.evaluated',
+      'wave.started', 'wave.finished', 'iteration.finished',
+      'wave.started', 'wave.finished', 'iteration.evaluated', 'iteration.finished',
       'run.finished',
     ]);
     const states = events.flatMap((event) => (event.type === 'state.entered' ? [event.state] : []));

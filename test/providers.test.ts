@@ -144,6 +144,8 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     expect(result.usage_by_model).toEqual({ 'anthropic:claude-test': result.usage });
     const finished = events.find((event) => event.type === 'run.finished');
     expect(finished?.type === 'run.finished' && finished.usage).toEqual(result.usage);
+    const perIteration = events.flatMap((event) => (event.type === 'iteration.finished' ? [event.usage] : []));
+    expect(perIteration).toEqual(result.history.map((record) => record.usage));
   });
 
   it("does not grow the evaluator's input with the iteration number: no history leaks into Wave 2", async () => {

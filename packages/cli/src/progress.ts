@@ -53,6 +53,9 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         write(`iteration ${event.iteration}: ${event.passed}/${event.total} pass`);
         for (const gap of event.blocking_gaps) write(`  gap ${gap}`);
         break;
+      case 'iteration.finished':
+        write(`iteration ${event.iteration}: ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls`);
+        break;
       case 'run.finished':
         write(`polish: ${event.status} after ${event.iterations} iteration${event.iterations === 1 ? '' : 's'}`);
         write(`polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`);

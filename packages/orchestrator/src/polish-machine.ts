@@ -50,7 +50,8 @@ export type PolishEvent = { type: 'CANCEL'; reason?: string };
 /** Events the machine emits for observers (see `actor.on`). */
 export type PolishEmitted =
   | { type: 'criteria.locked'; criteria: Criterion[]; extracted: boolean }
-  | { type: 'iteration.evaluated'; record: IterationRecord };
+  | { type: 'iteration.evaluated'; record: IterationRecord }
+  | { type: 'iteration.finished'; record: IterationRecord };
 
 const notProvided = (name: string) =>
   fromPromise<never, unknown>(async () => {
@@ -237,20 +238,23 @@ export const polishMachine = setup({
         }),
         onDone: {
           target: 'evaluating',
-          actions: assign(({ context, event }) => ({
+          actions: [
+            assign(({ context, event }) => ({
             ...accounted(context, 'revise', event.output),
             artifact: event.output.value.artifact,
             // The revision belongs to the iteration whose gaps it closes.
             history: context.history.map((record, index) =>
               index === context.history.length - 1 ? { ...record, usage: addUsage(record.usage, event.output.usage) } : record,
             ),
-          })),
+            })),
+            emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
+          ],
         },
         onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'revise', event.error)) },
       },
     },
-    converged: { type: 'final' },
-    capReached: { type: 'final' },
+    converged: { type: 'final', entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })) },
+    capReached: { type: 'final', entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })) },
     failed: { type: 'final' },
     cancelled: { type: 'final' },
   },

@@ -65,6 +65,7 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
       blocking_gaps: record.blocking_gaps,
     }),
   );
+  actor.on('iteration.finished', ({ record }) => report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }));
   let lastState = '';
   actor.subscribe((snapshot) => {
     const state = String(snapshot.value);

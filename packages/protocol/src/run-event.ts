@@ -33,6 +33,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     total: z.int(),
     blocking_gaps: z.array(z.string()),
   }),
+  /** An iteration is over (its evaluation, and the revision that followed it if any): its usage. */
+  z.strictObject({ ...eventFields, type: z.literal('iteration.finished'), iteration: z.int().min(1), usage: UsageSchema }),
   z.strictObject({
     ...eventFields,
     type: z.literal('run.finished'),

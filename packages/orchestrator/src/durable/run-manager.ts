@@ -171,6 +171,7 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     actor.on('iteration.evaluated', ({ record }) =>
       report({ type: 'iteration.evaluated', iteration: record.iteration, passed: record.passed, total: record.total, blocking_gaps: record.blocking_gaps }),
     );
+    actor.on('iteration.finished', ({ record }) => report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }));
     let lastState = '';
     actor.subscribe((snapshot) => {
       // A stopped actor (orchestrator shutting down) is not a transition: its run stays resumable.

@@ -9,6 +9,7 @@ import { RunResultSchema } from './run-result.js';
 import { RunEventSchema } from './run-event.js';
 import { PriceTableSchema, UsageSchema } from './usage.js';
 import { ExtendRequestSchema, RunIdRequestSchema, RunServiceReplySchema, SubmitRequestSchema } from './run-service.js';
+import { ParCheckpointSchema, ParPolicySchema, PolicyDecisionSchema } from './par-policy.js';
 
 /** Every wire schema, by the file name its JSON Schema is published under. */
 const WIRE_SCHEMAS = {
@@ -32,6 +33,9 @@ const WIRE_SCHEMAS = {
   'run-service.run-id': RunIdRequestSchema,
   'run-service.extend': ExtendRequestSchema,
   'run-service.reply': RunServiceReplySchema,
+  'par.policy': ParPolicySchema,
+  'par.checkpoint': ParCheckpointSchema,
+  'par.policy-decision': PolicyDecisionSchema,
 } as const;
 
 /**

@@ -16,3 +16,4 @@ export type { PolishInput } from './polish-machine.js';
 export { acquireOwnerLease, ownerAlive, LEASE_TTL_MS } from './durable/owner-lease.js';
 export { evaluatePolicy, validatePolicy, validateCheckpoint, decide, failClosed, humanKeysFrom, PolicyInputError } from './par/policy-engine.js';
 export { canonicalJson } from './par/canonical-json.js';
+export { classifyCycle, type CycleOutcome, type CycleClassification, type CritiqueSource } from './par/progress.js';

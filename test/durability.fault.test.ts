@@ -166,6 +166,9 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       await host.waitFor(new RegExp(`answered task ${taskId} \\(ok\\)`));
       const after = await client.status(runId);
       expect(after).toEqual(cancelled);
+      // The late answer was not recorded as the wave's result either.
+      const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
+      expect(await kv.get(`result.${runId}.evaluate.1`)).toBeNull();
       expect(after.result?.history).toEqual([]);
       expect(after.result?.status === 'CANCELLED' && after.result.reason).toBe('cancelled by the caller');
     } finally {

@@ -14,9 +14,20 @@ export interface WatchedProcess {
   stdout(): string;
 }
 
+/** Every process the tests started, so a test that times out leaves none behind (see setup.ts). */
+const started = new Set<ChildProcess>();
+
+/** Kills whatever the tests started and is still running. */
+export function killStarted(): void {
+  for (const child of started) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  started.clear();
+}
+
 /** Starts the built `polish` with these arguments, watching its stderr line by line. */
 export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): WatchedProcess {
   const child = spawn(process.execPath, [POLISH, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  started.add(child);
+  child.once('exit', () => started.delete(child));
   const lines: string[] = [];
   const waiters: { pattern: RegExp; resolve: (match: RegExpExecArray) => void }[] = [];
   let stdout = '';

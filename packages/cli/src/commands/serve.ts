@@ -89,5 +89,8 @@ async function serveOn(
   await manager.close();
   await lease.release();
   await connection.drain();
+  // Work of stopped runs may still be settling (a late answer, a save that can no longer
+  // happen): it must not keep a stopped orchestrator alive. Unref'd, so it only fires if so.
+  setTimeout(() => process.exit(0), 2_000).unref();
   return 0;
 }

@@ -38,14 +38,15 @@ function isTransient(error: unknown): boolean {
   return /Timeout|ConnectionError|NoResponders|Disconnect/i.test(name) || /timeout|disconnect|no responders|503|closed|reconnect/i.test(text);
 }
 
-async function retrying<T>(what: () => Promise<T>): Promise<T> {
+async function retrying<T>(what: () => Promise<T>, closed: () => boolean = () => false): Promise<T> {
   // NATS may be restarting: keep trying with backoff for a while; the run waits meanwhile.
+  // Not once this process has closed its connection (shutting down): nothing would come of it.
   const started = Date.now();
   for (let backoff = 100; ; backoff = Math.min(backoff * 2, 5_000)) {
     try {
       return await what();
     } catch (error) {
-      if (!isTransient(error) || Date.now() - started > STORE_RETRY_MS) throw error;
+      if (closed() || !isTransient(error) || Date.now() - started > STORE_RETRY_MS) throw error;
       await delay(backoff);
     }
   }
@@ -58,6 +59,8 @@ async function retrying<T>(what: () => Promise<T>): Promise<T> {
  */
 export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_SUBJECT_PREFIX): Promise<RunStore> {
   const names = storeNames(prefix);
+  const closing = () => connection.isClosed() || connection.isDraining();
+  const retry = <T>(what: () => Promise<T>) => retrying(what, closing);
   const js: JetStreamClient = jetstream(connection);
   const manager = await jetstreamManager(connection);
   const eventSubjects = [`${prefix}.v${PROTOCOL_VERSION}.events.>`];
@@ -98,27 +101,27 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
   };
 
   return {
-    externalize: (value) => retrying(() => externalize(value)),
+    externalize: (value) => retry(() => externalize(value)),
     async put(key, value) {
-      const stored = JSON.stringify(await retrying(() => externalize(value)));
-      await retrying(() => kv.put(key, stored));
+      const stored = JSON.stringify(await retry(() => externalize(value)));
+      await retry(() => kv.put(key, stored));
     },
     async get(key) {
-      const entry = await retrying(() => kv.get(key));
+      const entry = await retry(() => kv.get(key));
       if (!entry || entry.operation !== 'PUT' || entry.length === 0) return undefined;
       return (await internalize(entry.json())) as never;
     },
     async delete(key) {
-      await retrying(() => kv.delete(key));
+      await retry(() => kv.delete(key));
     },
     async keys(prefixOfKeys) {
       const found: string[] = [];
-      for await (const key of await retrying(() => kv.keys(`${prefixOfKeys}>`))) found.push(key);
+      for await (const key of await retry(() => kv.keys(`${prefixOfKeys}>`))) found.push(key);
       return found;
     },
     async publishEvent(event, dedupeId) {
       const text = JSON.stringify(await externalize(event));
-      await retrying(() => js.publish(eventsSubject(event.runId, prefix), text, dedupeId ? { msgID: dedupeId } : {}));
+      await retry(() => js.publish(eventsSubject(event.runId, prefix), text, dedupeId ? { msgID: dedupeId } : {}));
     },
     async events(runId) {
       const consumer = await js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) });

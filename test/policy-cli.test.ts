@@ -1,11 +1,12 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PolicyDecisionSchema } from '@polish/protocol';
 import { polish, REPO } from './support/cli.js';
 
-const shared = `${REPO}../shared/agent-collab/`;
+// The public samples beside the repository when they are there, else the test copies.
+const shared = existsSync(`${REPO}../shared/agent-collab/`) ? `${REPO}../shared/agent-collab/` : `${REPO}test/fixtures/agent-collab/`;
 const directory = mkdtempSync(join(tmpdir(), 'polish-policy-'));
 const checkpoint = JSON.parse(readFileSync(`${shared}checkpoint.sample.json`, 'utf8'));
 const file = (name: string, value: unknown) => {

@@ -1,11 +1,14 @@
 import { createHash, createHmac } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LIMIT_NAMES } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { evaluatePolicy } from './policy-engine.js';
 
-const shared = (name: string) => JSON.parse(readFileSync(new URL(`../../../../../shared/agent-collab/${name}`, import.meta.url), 'utf8'));
+// The public samples beside the repository when they are there, else the test copies.
+const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
+const fixtureDir = new URL('../../../../test/fixtures/agent-collab/', import.meta.url);
+const shared = (name: string) => JSON.parse(readFileSync(new URL(name, existsSync(sharedDir) ? sharedDir : fixtureDir), 'utf8'));
 const POLICY = shared('policy.sample.json');
 const CHECKPOINT = shared('checkpoint.sample.json');
 const SECRET = 'correct horse battery staple';

@@ -3,7 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { ParCheckpointSchema } from '@polish/protocol';
 import { classifyCycle, type CycleOutcome } from './progress.js';
 
-const start = ParCheckpointSchema.parse(JSON.parse(readFileSync(new URL('../../../../../shared/agent-collab/checkpoint.sample.json', import.meta.url), 'utf8')));
+const start = ParCheckpointSchema.parse(JSON.parse(readFileSync(new URL('../../../../test/fixtures/agent-collab/checkpoint.sample.json', import.meta.url), 'utf8')));
 const now = new Date('2026-11-30T00:00:00Z');
 const cycle = (outcome: Partial<CycleOutcome>): CycleOutcome => ({
   critique: 'command',

@@ -39,15 +39,15 @@ export type ParPolicy = z.infer<typeof ParPolicySchema>;
 const AuthorizationSchema = z.strictObject({ scheme: z.literal('hmac-sha256'), key_id: z.string().regex(/^\S+$/), signature: sha256Hex });
 const humanActor = z.string().regex(/^human:\S+$/);
 
+/** What every signed human record carries: who, when, about which pending action, and the signature. */
+const signedRecord = { actor: humanActor, timestamp: dateTime, affected_action_hash: sha256Hex, authorization: AuthorizationSchema };
+
 /** A signed human decision on a gate. */
 export const HumanDecisionSchema = z.strictObject({
   gate: nonBlank,
-  actor: humanActor,
   decision: z.enum(['approve', 'decline', 'revise']),
-  timestamp: dateTime,
   rationale: nonBlank,
-  affected_action_hash: sha256Hex,
-  authorization: AuthorizationSchema,
+  ...signedRecord,
 });
 export type HumanDecision = z.infer<typeof HumanDecisionSchema>;
 
@@ -57,10 +57,7 @@ export const LimitOverrideSchema = z.strictObject({
   value: count,
   observed_value: z.number().min(0),
   reason: nonBlank,
-  actor: humanActor,
-  timestamp: dateTime,
-  affected_action_hash: sha256Hex,
-  authorization: AuthorizationSchema,
+  ...signedRecord,
 });
 export type LimitOverride = z.infer<typeof LimitOverrideSchema>;
 

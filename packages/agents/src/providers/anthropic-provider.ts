@@ -1,17 +1,11 @@
 import Anthropic from '@anthropic-ai/sdk';
 import type { Usage } from '@polish/protocol';
 import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
-import { modelError, sdkOptions } from './provider-error.js';
+import { modelError } from './provider-error.js';
+import { sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 
 /** Settings of the Anthropic provider. */
-export interface AnthropicProviderOptions {
-  model: string;
-  apiKey: string;
-  baseURL?: string;
-  maxTokens?: number;
-  timeoutMs?: number;
-  maxRetries?: number;
-}
+export type AnthropicProviderOptions = SdkProviderOptions;
 
 /** The tool the model is made to call: its input is the answer. */
 const ANSWER_TOOL = 'answer';

@@ -1,17 +1,12 @@
 import OpenAI from 'openai';
 import type { Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
-import { modelError, sdkOptions } from './provider-error.js';
+import { modelError } from './provider-error.js';
+import { sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 import { displayUrl, providerLabel } from './display-url.js';
 
 /** Settings of the OpenAI-compatible provider. */
-export interface OpenAICompatibleProviderOptions {
-  model: string;
-  apiKey: string;
-  baseURL?: string;
-  maxTokens?: number;
-  timeoutMs?: number;
-  maxRetries?: number;
+export interface OpenAICompatibleProviderOptions extends SdkProviderOptions {
   jsonMode?: 'json_schema' | 'json_object';
 }
 

@@ -46,13 +46,3 @@ export function modelError(
   return new PolishError('MODEL_ERROR', reason, { cause: error, retryable: false });
 }
 
-/** Defaults shared by the SDK-backed providers: 60 s per attempt, 2 retries (the SDKs back off between them). */
-export function sdkOptions(options: { apiKey: string; baseURL?: string; timeoutMs?: number; maxRetries?: number }) {
-  const timeoutMs = options.timeoutMs ?? 60_000;
-  const maxRetries = options.maxRetries ?? 2;
-  return {
-    timeoutMs,
-    maxRetries,
-    client: { apiKey: options.apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}), timeout: timeoutMs, maxRetries },
-  };
-}

@@ -3,7 +3,7 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/protocol/schema/**'] },
+  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/protocol/schema/**', 'examples/par/project/**'] },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

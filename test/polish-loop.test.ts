@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { createInProcessDispatcher, startPolish } from '@polish/orchestrator';
-import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, type Role, type TaskEnvelope, type TaskReply } from '@polish/protocol';
+import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole, type TaskEnvelope, type TaskReply } from '@polish/protocol';
 import { CRITERIA, rolesOf, runScripted, scenario, versionOf } from './support/scenario.js';
 
 const T = true;
@@ -167,7 +167,7 @@ describe('contract repair inside the agent (re-ask with the validation error cit
 describe('orchestrator-side contract check (a foreign worker that skips validation)', () => {
   /** A protocol peer written without @polish/agents, answering evaluate with whatever it is given. */
   function foreignWorker(evaluations: unknown[]) {
-    const dispatched: Role[] = [];
+    const dispatched: TaskRole[] = [];
     const handler = async (task: TaskEnvelope): Promise<TaskReply> => {
       dispatched.push(task.role);
       const result = task.role === 'evaluate' ? evaluations.shift() : { artifact: `${task.payload.artifact} version 2` };

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { PolishError, ZERO_USAGE, addUsage, type Role, type Usage } from '@polish/protocol';
+import { PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
 import type { ContentPart, ModelMessage, ModelProvider } from './providers/model-provider.js';
 
 /** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
@@ -8,7 +8,7 @@ export const DEFAULT_MAX_REPAIRS = 2;
 /** What a handler asks for: one prompt, and the schema its answer must satisfy. */
 export interface ValidatedRequest<T> {
   model: ModelProvider;
-  role: Role;
+  role: TaskRole;
   system: string;
   prompt: string | ContentPart[];
   schema: z.ZodType<T>;

@@ -4,7 +4,7 @@ import {
   PolishError,
   TaskEnvelopeSchema,
   ZERO_USAGE,
-  type Role,
+  type TaskRole,
   type TaskEnvelope,
   type TaskReply,
   type WorkerInfo,
@@ -13,11 +13,19 @@ import type { ModelProvider } from './providers/model-provider.js';
 import { extractCriteria } from './handlers/extract-criteria.js';
 import { evaluate } from './handlers/evaluate.js';
 import { revise } from './handlers/revise.js';
+import { act, plan, review } from './handlers/par.js';
+import { runCommand } from './handlers/run-command.js';
 
 /** The model each role uses: one for all, or one per role (e.g. an evaluator from another family). */
-export type RoleModels = ModelProvider | Readonly<Record<Role, ModelProvider>>;
+export type RoleModels = ModelProvider | Readonly<Partial<Record<TaskRole, ModelProvider>>>;
 
-const modelFor = (models: RoleModels, role: Role): ModelProvider => ('generate' in models ? models : models[role]) as ModelProvider;
+/** Roles that call no model (par.command) report this instead. */
+const NO_MODEL: ModelProvider = {
+  info: { provider: 'none', model: 'none', scripted: false },
+  generate: () => Promise.reject(new PolishError('INTERNAL', 'this role calls no model')),
+};
+
+const modelFor = (models: RoleModels, role: TaskRole): ModelProvider => ('generate' in models ? (models as ModelProvider) : (models[role] ?? NO_MODEL));
 
 function runHandler(task: TaskEnvelope, model: ModelProvider) {
   switch (task.role) {
@@ -27,6 +35,14 @@ function runHandler(task: TaskEnvelope, model: ModelProvider) {
       return evaluate(task.payload, model);
     case 'revise':
       return revise(task.payload, model);
+    case 'par.plan':
+      return plan(task.payload, model);
+    case 'par.act':
+      return act(task.payload, model);
+    case 'par.review':
+      return review(task.payload, model);
+    case 'par.command':
+      return runCommand(task.payload);
   }
 }
 
@@ -50,7 +66,7 @@ export async function handleTask(raw: unknown, models: RoleModels, worker: Worke
     return { v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker };
   }
   const task = parsed.data;
-  const model = modelFor(models, task.role);
+  const model = task.role === 'par.command' ? NO_MODEL : modelFor(models, task.role);
   try {
     const output = await runHandler(task, model);
     return { v: PROTOCOL_VERSION, taskId, ok: true, result: output.value, usage: output.usage, model: model.info, worker };

@@ -17,3 +17,6 @@ export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js
 export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './providers/model-spec.js';
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
 // so that importing the agents does not load both SDKs.
+export { plan, act, review } from './handlers/par.js';
+export { runCommand, OUTPUT_TAIL_CHARS } from './handlers/run-command.js';
+export * as parPrompts from './par-prompts.js';

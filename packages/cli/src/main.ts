@@ -7,6 +7,8 @@ import { workerCommand } from './commands/worker.js';
 import { serveCommand } from './commands/serve.js';
 import { controlCommand } from './commands/control.js';
 import { policyEvaluateCommand, policyValidateCommand } from './commands/policy.js';
+import { parDecideCommand, parResumeCommand, parRunCommand } from './commands/par.js';
+import { registerMemoryCommands } from './commands/memory.js';
 import { InputError } from './input-error.js';
 import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
@@ -23,6 +25,8 @@ const modelOptions = (command: Command) =>
     .option('--criteria-model <spec>', 'model for wave 1 (criteria)')
     .option('--evaluator-model <spec>', 'model for wave 2 (evaluate); another family than the reviser reduces self-preference')
     .option('--reviser-model <spec>', 'model for wave 3 (revise)')
+    .option('--actor-model <spec>', 'plan-act-reflect: model of the agent that plans and acts')
+    .option('--reviewer-model <spec>', 'plan-act-reflect: model of the stateless reviewer (--critique review)')
     .option('--config <file>', 'config file (YAML or JSON): models, max_tokens, timeout_seconds, max_retries, prices')
     .addOption(new Option('--provider <name>', 'with --script: the scripted provider (same as --model scripted:FILE)').choices(['scripted']))
     .option('--script <file>', 'answers for the scripted provider (YAML or JSON)');
@@ -122,6 +126,51 @@ policy
   .action((flags) => {
     process.exitCode = policyEvaluateCommand(flags);
   });
+
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const parOptions = (command: Command) =>
+  modelOptions(topologyOptions(command))
+    .option('--topic <name>', 'the task\'s topic: its files are .coord/par_<topic>.yml and .coord/par_<topic>_final.md')
+    .option('--workspace <dir>', 'the project folder the agent works in (default: the current folder)')
+    .option('--git', 'commit each cycle as `par(iter-N): <plan_summary>` (the workspace must be a git work tree)')
+    .option('--json', 'print the outcome as JSON on standard output');
+
+const par = program.command('par').description('plan-act-reflect: one agent plans, acts and is critiqued until a policy says stop');
+parOptions(
+  par
+    .command('run')
+    .description('start a task (or run a hand-written .coord/par_<topic>.yml); exit 0 pass, 3 checkpoint, 4 stop, 5 needs-human, 7 error')
+    .option('--goal <text>', 'what the task must achieve')
+    .option('--acceptance <text>', 'an acceptance criterion (repeat for more): A1, A2, …', collect)
+    .option('--human-gate <text>', 'a criterion only a signed human approval can pass (repeat for more): H1, H2, …', collect)
+    .option('--critique <source>', 'command, review, score or self (self is never enough for PASS)')
+    .option('--command <shell>', 'command or score: the shell command run against the artifact in a temporary copy')
+    .option('--threshold <number>', 'score: the lowest passing score (the last number the command prints)')
+    .option('--critique-timeout <seconds>', 'command or score: how long the command may run (default 300)')
+    .option('--policy <file>', 'the agent-policy-1 JSON file, relative to the workspace')
+    .option('--checkpoint <file>', `the task-checkpoint-1 file, relative to the workspace (default ${'.coord/task-checkpoint.json'})`),
+).action(async (flags) => {
+  process.exitCode = await parRunCommand(flags);
+});
+parOptions(par.command('resume').description('continue a task from its checkpoint (after a checkpoint, a human decision or an override)')).action(async (flags) => {
+  process.exitCode = await parResumeCommand(flags);
+});
+par
+  .command('decide')
+  .description('sign a human decision on a gate into the checkpoint (key from AGENT_COLLAB_HUMAN_KEYS_JSON)')
+  .option('--topic <name>', 'the task\'s topic')
+  .option('--workspace <dir>', 'the project folder (default: the current folder)')
+  .option('--gate <id>', 'the human-gate criterion, e.g. H1')
+  .option('--approve', 'approve the pending action')
+  .option('--decline', 'decline it: the policy stops the task')
+  .option('--revise', 'ask for a revision: the policy stops the task for rework')
+  .option('--key-id <id>', 'your key id in the policy\'s key_hashes')
+  .option('--rationale <text>', 'why')
+  .action((flags) => {
+    process.exitCode = parDecideCommand(flags);
+  });
+
+registerMemoryCommands(program);
 
 try {
   await program.parseAsync(process.argv);

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import { keyVariableFor, loadScriptFile, missingKeyMessage, parseModelSpec, formatModelSettings, type ModelSettings } from '@polish/agents';
-import { PolishError, PriceTableSchema, type PriceTable, type Role } from '@polish/protocol';
+import { PolishError, PriceTableSchema, type PriceTable, type Role, type TaskRole } from '@polish/protocol';
 import { InputError } from './input-error.js';
 import { DEFAULT_PRICES } from './default-prices.js';
 
@@ -15,6 +15,9 @@ export interface ModelFlags {
   criteriaModel?: string;
   evaluatorModel?: string;
   reviserModel?: string;
+  /** Plan-act-reflect: the agent that plans and acts, and the stateless reviewer. */
+  actorModel?: string;
+  reviewerModel?: string;
   /** `--provider scripted --script file` is the same as `--model scripted:file`. */
   provider?: string;
   script?: string;
@@ -27,6 +30,8 @@ const ConfigFileSchema = z.strictObject({
   criteria_model: z.string().optional(),
   evaluator_model: z.string().optional(),
   reviser_model: z.string().optional(),
+  actor_model: z.string().optional(),
+  reviewer_model: z.string().optional(),
   max_tokens: z.int().min(1).optional(),
   timeout_seconds: z.number().positive().optional(),
   max_retries: z.int().min(0).max(10).optional(),
@@ -36,14 +41,21 @@ type ConfigFile = z.infer<typeof ConfigFileSchema>;
 
 /** Every role's model, and the prices for the cost estimate. */
 export interface ResolvedModels {
-  byRole: Record<Role, ModelSettings>;
+  byRole: Partial<Record<TaskRole, ModelSettings>>;
   prices: PriceTable;
 }
 
-const ROLE_SOURCES: Record<Role, { flag: keyof ModelFlags; env: string; config: keyof ConfigFile }> = {
+/** The polish loop's roles: what `polish run` and a default `polish worker` need models for. */
+export const POLISH_ROLES: readonly Role[] = ['criteria', 'evaluate', 'revise'];
+
+/** Roles that call a model, and where each one's own setting is read from. */
+const ROLE_SOURCES: Record<Exclude<TaskRole, 'par.command'>, { flag: keyof ModelFlags; env: string; config: keyof ConfigFile }> = {
   criteria: { flag: 'criteriaModel', env: 'POLISH_CRITERIA_MODEL', config: 'criteria_model' },
   evaluate: { flag: 'evaluatorModel', env: 'POLISH_EVALUATOR_MODEL', config: 'evaluator_model' },
   revise: { flag: 'reviserModel', env: 'POLISH_REVISER_MODEL', config: 'reviser_model' },
+  'par.plan': { flag: 'actorModel', env: 'POLISH_ACTOR_MODEL', config: 'actor_model' },
+  'par.act': { flag: 'actorModel', env: 'POLISH_ACTOR_MODEL', config: 'actor_model' },
+  'par.review': { flag: 'reviewerModel', env: 'POLISH_REVIEWER_MODEL', config: 'reviewer_model' },
 };
 
 function readConfig(path: string | undefined): ConfigFile {
@@ -76,7 +88,7 @@ function generalFlag(flags: ModelFlags): string | undefined {
  * its own config key (`evaluator_model`), the config's `model`, then the default. Scripts are
  * loaded and keys checked here, so nothing starts with a model that cannot work.
  */
-export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv = process.env): ResolvedModels {
+export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv = process.env, roles: readonly TaskRole[] = POLISH_ROLES): ResolvedModels {
   const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
   const extra = {
     ...(config.max_tokens === undefined ? {} : { maxTokens: config.max_tokens }),
@@ -84,7 +96,9 @@ export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv 
     ...(config.max_retries === undefined ? {} : { maxRetries: config.max_retries }),
   };
   const general = generalFlag(flags);
-  const entries = (Object.keys(ROLE_SOURCES) as Role[]).map((role) => {
+  const entries = roles.map((role) => {
+    // par.command runs a shell command: it has no model to configure.
+    if (role === 'par.command') return [role, { provider: 'none' as const }] as const;
     const source = ROLE_SOURCES[role];
     const candidates: [string, string | undefined][] = [
       [`--${source.flag.replace(/[A-Z]/g, (letter) => `-${letter.toLowerCase()}`)}`, flags[source.flag]],
@@ -101,12 +115,13 @@ export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv 
       throw new InputError(field, (error as Error).message);
     }
   });
-  const byRole = Object.fromEntries(entries) as Record<Role, ModelSettings>;
+  const byRole = Object.fromEntries(entries) as Partial<Record<TaskRole, ModelSettings>>;
   for (const settings of new Set(Object.values(byRole))) checkUsable(settings, byRole, environment);
   return { byRole, prices: { ...DEFAULT_PRICES, ...config.prices } };
 }
 
-function checkUsable(settings: ModelSettings, byRole: Record<Role, ModelSettings>, environment: NodeJS.ProcessEnv): void {
+function checkUsable(settings: ModelSettings, byRole: Partial<Record<TaskRole, ModelSettings>>, environment: NodeJS.ProcessEnv): void {
+  if (settings.provider === 'none') return;
   if (settings.provider === 'scripted') {
     try {
       loadScriptFile(settings.script);
@@ -118,7 +133,7 @@ function checkUsable(settings: ModelSettings, byRole: Record<Role, ModelSettings
   }
   const variable = keyVariableFor(settings);
   if (variable && !environment[variable]) {
-    const roles = (Object.keys(byRole) as Role[]).filter((role) => formatModelSettings(byRole[role]) === formatModelSettings(settings));
+    const roles = (Object.entries(byRole) as [TaskRole, ModelSettings][]).filter(([, other]) => formatModelSettings(other) === formatModelSettings(settings)).map(([role]) => role);
     throw new InputError(variable, missingKeyMessage(variable, `${formatModelSettings(settings)} (used by ${roles.join(', ')})`));
   }
 }
@@ -129,9 +144,10 @@ export function resolvePrices(flags: Pick<ModelFlags, 'config'>, environment: No
 }
 
 /** One line per distinct model: which roles use it. */
-export function describeModels(byRole: Record<Role, ModelSettings>): string[] {
-  const roles = new Map<string, Role[]>();
-  for (const [role, settings] of Object.entries(byRole) as [Role, ModelSettings][]) {
+export function describeModels(byRole: Partial<Record<TaskRole, ModelSettings>>): string[] {
+  const roles = new Map<string, TaskRole[]>();
+  for (const [role, settings] of Object.entries(byRole) as [TaskRole, ModelSettings][]) {
+    if (settings.provider === 'none') continue;
     const key = formatModelSettings(settings);
     roles.set(key, [...(roles.get(key) ?? []), role]);
   }

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/agents';
 import { createNatsDispatcher, type Dispatcher } from '@polish/orchestrator';
-import type { Role } from '@polish/protocol';
+import type { TaskRole } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
 import { SetupError } from './setup-error.js';
 
@@ -13,7 +13,9 @@ export interface RuntimeOptions {
   /** A running NATS with workers started elsewhere (`polish worker`); else everything is embedded. */
   natsUrl?: string;
   /** Each role's model, for the embedded host's workers (unused with natsUrl). */
-  models?: Record<Role, ModelSettings>;
+  models?: Partial<Record<TaskRole, ModelSettings>>;
+  /** The roles the embedded host serves (default: the polish loop's three). */
+  roles?: readonly TaskRole[];
   pool?: number;
   reuse?: number;
   stateDir?: string;
@@ -33,7 +35,7 @@ export interface Runtime {
   close(options?: { abandon?: boolean }): Promise<void>;
 }
 
-const ROLES: Role[] = ['criteria', 'evaluate', 'revise'];
+const ROLES: readonly TaskRole[] = ['criteria', 'evaluate', 'revise'];
 
 /** The default state folder: `$XDG_STATE_HOME/polish`, else `~/.local/state/polish`. */
 export function defaultStateDir(): string {
@@ -100,10 +102,10 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     options.log?.(`polish: started nats-server (pid ${server.pid}) on ${server.url}`);
     host = createAgentHost({
       natsUrl: server.url,
-      roles: ROLES,
+      roles: options.roles ?? ROLES,
       pool: options.pool ?? 1,
       ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
-      model: options.models.criteria,
+      model: Object.values(options.models)[0] ?? { provider: 'none' },
       roleModels: options.models,
     });
     await host.ready.catch((error: Error) => {

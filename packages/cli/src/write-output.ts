@@ -1,5 +1,6 @@
-import { accessSync, constants, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { dirname, basename, join } from 'node:path';
+import { accessSync, constants, statSync } from 'node:fs';
+import { dirname } from 'node:path';
+import { writeCoordFileAtomic } from '@polish/orchestrator';
 import { InputError } from './input-error.js';
 
 /** Checks before a run that `--out` can be written, so a finished run never has nowhere to go. */
@@ -19,13 +20,4 @@ export function checkWritable(path: string): void {
 }
 
 /** Writes a file whole or not at all: a temp file beside it, then a rename. */
-export function writeFileAtomic(path: string, text: string): void {
-  const temporary = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  try {
-    writeFileSync(temporary, text);
-    renameSync(temporary, path);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
-}
+export const writeFileAtomic = writeCoordFileAtomic;

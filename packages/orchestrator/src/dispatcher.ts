@@ -1,4 +1,4 @@
-import type { ModelInfo, PayloadOf, Role, Usage, WorkerInfo } from '@polish/protocol';
+import type { ModelInfo, PayloadOf, TaskRole, Usage, WorkerInfo } from '@polish/protocol';
 
 /** What came back for one task: the raw result (validated by the caller), usage and provenance. */
 export interface DispatchOutcome {
@@ -24,7 +24,7 @@ export interface DispatchOptions {
  * and NATS (worker processes).
  */
 export interface Dispatcher {
-  dispatch<R extends Role>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;
+  dispatch<R extends TaskRole>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;
   /** Releases connections; a closed dispatcher accepts no more tasks. */
   close?(): Promise<void>;
 }

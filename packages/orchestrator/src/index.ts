@@ -17,3 +17,11 @@ export { acquireOwnerLease, ownerAlive, LEASE_TTL_MS } from './durable/owner-lea
 export { evaluatePolicy, validatePolicy, validateCheckpoint, decide, failClosed, humanKeysFrom, PolicyInputError } from './par/policy-engine.js';
 export { canonicalJson } from './par/canonical-json.js';
 export { classifyCycle, type CycleOutcome, type CycleClassification, type CritiqueSource } from './par/progress.js';
+export { proposeMemory, listMemoryProposals, decideMemoryProposal, verifyMemoryLog, proposalIdOf, MemoryProposalError, MemoryProposalSchema, MemoryActionSchema, MemoryDecisionSchema, MemoryEventSchema, type MemoryProposal, type MemoryAction, type MemoryDecision, type MemoryEvent, type MemoryLogCheck } from './par/memory-proposals.js';
+export { signHumanRecord, checkHumanKey, verifyHumanRecord } from './par/policy-engine.js';
+export { judgeCritique, artifactDigest, lastNumber, type CritiqueAnswer, type CritiqueJudgement } from './par/critique.js';
+export { parMachine, PAR_MACHINE_VERSION, pendingGates, pendingActionHash, applyChanges, type ParContext, type ParInput } from './par/par-machine.js';
+export { runPar, checkGitWorkspace, type ParRunOptions, type ParRunResult } from './par/run-par.js';
+export { ParInputError, coordPaths, readTaskFile, writeTaskFile, readWorkspace, readJsonFile, resolveRef, writeFileAtomic as writeCoordFileAtomic } from './par/coord-files.js';
+export { renderFinalReport } from './par/final-report.js';
+export { createParTask, recordHumanDecision, freshCheckpoint, DEFAULT_CHECKPOINT_REF, type HumanDecisionInput } from './par/par-task.js';

@@ -8,7 +8,7 @@ import {
   TaskEnvelopeSchema,
   TaskReplySchema,
   taskSubject,
-  type Role,
+  type TaskRole,
 } from '@polish/protocol';
 import type { Dispatcher, DispatchOutcome } from './dispatcher.js';
 
@@ -67,7 +67,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     });
   }
 
-  async function dispatch(role: Role, payload: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<DispatchOutcome> {
+  async function dispatch(role: TaskRole, payload: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<DispatchOutcome> {
     const subject = taskSubject(role, prefix);
     const taskId = randomUUID();
     let backoffMs = firstBackoffMs;

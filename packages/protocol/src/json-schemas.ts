@@ -10,6 +10,17 @@ import { RunEventSchema } from './run-event.js';
 import { PriceTableSchema, UsageSchema } from './usage.js';
 import { ExtendRequestSchema, RunIdRequestSchema, RunServiceReplySchema, SubmitRequestSchema } from './run-service.js';
 import { ParCheckpointSchema, ParPolicySchema, PolicyDecisionSchema } from './par-policy.js';
+import {
+  ParActPayloadSchema,
+  ParActionSchema,
+  ParCommandPayloadSchema,
+  ParCommandResultSchema,
+  ParPlanPayloadSchema,
+  ParPlanSchema,
+  ParReviewPayloadSchema,
+  ParReviewSchema,
+  ParTaskFileSchema,
+} from './par.js';
 
 /** Every wire schema, by the file name its JSON Schema is published under. */
 const WIRE_SCHEMAS = {
@@ -36,6 +47,15 @@ const WIRE_SCHEMAS = {
   'par.policy': ParPolicySchema,
   'par.checkpoint': ParCheckpointSchema,
   'par.policy-decision': PolicyDecisionSchema,
+  'payload.par.plan': ParPlanPayloadSchema,
+  'payload.par.act': ParActPayloadSchema,
+  'payload.par.review': ParReviewPayloadSchema,
+  'payload.par.command': ParCommandPayloadSchema,
+  'par.plan': ParPlanSchema,
+  'par.action': ParActionSchema,
+  'par.review': ParReviewSchema,
+  'par.command-result': ParCommandResultSchema,
+  'par.task-file': ParTaskFileSchema,
 } as const;
 
 /**

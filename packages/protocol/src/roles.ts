@@ -2,10 +2,26 @@ import { z } from 'zod';
 import { CriteriaListSchema, CriteriaResultSchema } from './criteria.js';
 import { EvaluationSchema } from './evaluation.js';
 import { RevisionSchema } from './revision.js';
+import {
+  ParActPayloadSchema,
+  ParActionSchema,
+  ParCommandPayloadSchema,
+  ParCommandResultSchema,
+  ParPlanPayloadSchema,
+  ParPlanSchema,
+  ParReviewPayloadSchema,
+  ParReviewSchema,
+  ParRoleSchema,
+  type ParRole,
+} from './par.js';
 
 /** The polish loop's agent roles, one per wave. */
 export const RoleSchema = z.enum(['criteria', 'evaluate', 'revise']);
 export type Role = z.infer<typeof RoleSchema>;
+
+/** Every role a task can be sent to: the polish loop's three and the plan-act-reflect roles. */
+export const TaskRoleSchema = z.enum([...RoleSchema.options, ...ParRoleSchema.options]);
+export type TaskRole = Role | ParRole;
 
 /** Which wave each role serves. */
 export const WAVE_OF_ROLE: Readonly<Record<Role, 1 | 2 | 3>> = { criteria: 1, evaluate: 2, revise: 3 };
@@ -38,15 +54,23 @@ export const PAYLOAD_SCHEMAS = {
   criteria: CriteriaPayloadSchema,
   evaluate: EvaluatePayloadSchema,
   revise: RevisePayloadSchema,
+  'par.plan': ParPlanPayloadSchema,
+  'par.act': ParActPayloadSchema,
+  'par.review': ParReviewPayloadSchema,
+  'par.command': ParCommandPayloadSchema,
 } as const;
 /** Result schema per role (the evaluate result is further checked against the locked criteria). */
 export const RESULT_SCHEMAS = {
   criteria: CriteriaResultSchema,
   evaluate: EvaluationSchema,
   revise: RevisionSchema,
+  'par.plan': ParPlanSchema,
+  'par.act': ParActionSchema,
+  'par.review': ParReviewSchema,
+  'par.command': ParCommandResultSchema,
 } as const;
 
 /** The payload type of a role. */
-export type PayloadOf<R extends Role> = z.infer<(typeof PAYLOAD_SCHEMAS)[R]>;
+export type PayloadOf<R extends TaskRole> = z.infer<(typeof PAYLOAD_SCHEMAS)[R]>;
 /** The result type of a role. */
-export type ResultOf<R extends Role> = z.infer<(typeof RESULT_SCHEMAS)[R]>;
+export type ResultOf<R extends TaskRole> = z.infer<(typeof RESULT_SCHEMAS)[R]>;

@@ -1,11 +1,11 @@
-import type { Role } from './roles.js';
+import type { TaskRole } from './roles.js';
 import { PROTOCOL_VERSION } from './version.js';
 
 /** Subject prefix when none is configured; several deployments can share a NATS by choosing others. */
 export const DEFAULT_SUBJECT_PREFIX = 'polish';
 
 /** `polish.v1.task.<role>`: work for a role, served by the queue group named after the role. */
-export function taskSubject(role: Role, prefix = DEFAULT_SUBJECT_PREFIX): string {
+export function taskSubject(role: TaskRole, prefix = DEFAULT_SUBJECT_PREFIX): string {
   return `${prefix}.v${PROTOCOL_VERSION}.task.${role}`;
 }
 

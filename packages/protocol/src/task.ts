@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { PROTOCOL_VERSION } from './version.js';
 import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
+import { ParActPayloadSchema, ParCommandPayloadSchema, ParPlanPayloadSchema, ParReviewPayloadSchema } from './par.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { WireErrorSchema } from './errors.js';
 
@@ -24,6 +25,10 @@ export const TaskEnvelopeSchema = z.discriminatedUnion('role', [
   z.strictObject({ ...envelopeFields, role: z.literal('criteria'), payload: CriteriaPayloadSchema }),
   z.strictObject({ ...envelopeFields, role: z.literal('evaluate'), payload: EvaluatePayloadSchema }),
   z.strictObject({ ...envelopeFields, role: z.literal('revise'), payload: RevisePayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('par.plan'), payload: ParPlanPayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('par.act'), payload: ParActPayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('par.review'), payload: ParReviewPayloadSchema }),
+  z.strictObject({ ...envelopeFields, role: z.literal('par.command'), payload: ParCommandPayloadSchema }),
 ]);
 export type TaskEnvelope = z.infer<typeof TaskEnvelopeSchema>;
 
@@ -41,7 +46,7 @@ const replyFields = {
   worker: WorkerInfoSchema,
 };
 
-/** A worker's answer: the role's result (validated again by the orchestrator) or a coded error. */
+/** A worker's answer: the role's result (validated again by the orchestrator) or a coded error. `model` is absent for roles that call none (par.command). */
 export const TaskReplySchema = z.discriminatedUnion('ok', [
   z.strictObject({ ...replyFields, ok: z.literal(true), result: z.unknown(), model: ModelInfoSchema }),
   z.strictObject({ ...replyFields, ok: z.literal(false), error: WireErrorSchema, model: ModelInfoSchema.optional() }),

@@ -4,7 +4,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { connect } from '@nats-io/transport-node';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type Role } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 
@@ -12,7 +12,7 @@ import { WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from '../work
 /** Settings of an agent host. */
 export interface AgentHostOptions {
   natsUrl: string;
-  roles: readonly Role[];
+  roles: readonly TaskRole[];
   /** Warm worker processes kept per role. Default 2. */
   pool?: number;
   /** Tasks one process serves before it exits. Default 1: one task per process. */
@@ -21,7 +21,7 @@ export interface AgentHostOptions {
   /** The model of every role, unless `roleModels` names another for it. */
   model: ModelSettings;
   /** Per-role models, e.g. an evaluator from another family than the reviser. */
-  roleModels?: Partial<Record<Role, ModelSettings>>;
+  roleModels?: Partial<Record<TaskRole, ModelSettings>>;
   /** Extra environment for the workers (keys are read by workers from their environment). */
   env?: NodeJS.ProcessEnv;
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
@@ -33,12 +33,12 @@ export interface AgentHostOptions {
 /** What a host reports; `polish worker` prints these, tests wait on them. */
 export interface AgentHostEvents {
   /** The process runs and handles signals; it is not connected or subscribed yet. */
-  'worker.started': [{ pid: number; role: Role }];
-  'worker.ready': [{ pid: number; role: Role; bootMs: number }];
-  'task.taken': [{ pid: number; role: Role; taskId: string }];
-  'task.done': [{ pid: number; role: Role; taskId: string; ok: boolean }];
-  'worker.exited': [{ pid: number; role: Role; code: number | null; signal: NodeJS.Signals | null; crashed: boolean }];
-  'worker.failed': [{ role: Role; message: string }];
+  'worker.started': [{ pid: number; role: TaskRole }];
+  'worker.ready': [{ pid: number; role: TaskRole; bootMs: number }];
+  'task.taken': [{ pid: number; role: TaskRole; taskId: string }];
+  'task.done': [{ pid: number; role: TaskRole; taskId: string; ok: boolean }];
+  'worker.exited': [{ pid: number; role: TaskRole; code: number | null; signal: NodeJS.Signals | null; crashed: boolean }];
+  'worker.failed': [{ role: TaskRole; message: string }];
 }
 
 /** A running agent host. */
@@ -56,7 +56,7 @@ export interface AgentHost extends EventEmitter<AgentHostEvents> {
 
 interface WorkerSlot {
   child: ChildProcess;
-  role: Role;
+  role: TaskRole;
   ready: boolean;
   /** Whether this worker's boot has been counted as finished (once, whichever comes first: ready or exit). */
   bootCounted: boolean;
@@ -98,21 +98,21 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // A host that never becomes ready must not leave an unhandled rejection behind.
   ready.catch(() => undefined);
 
-  const available = (role: Role) => [...slots.values()].filter((slot) => slot.role === role && slot.tasksTaken < reuse);
+  const available = (role: TaskRole) => [...slots.values()].filter((slot) => slot.role === role && slot.tasksTaken < reuse);
   const checkReady = () => {
     if (options.roles.every((role) => available(role).filter((slot) => slot.ready).length >= pool)) markReady();
   };
   // Boots are queued and started `bootConcurrency` at a time, so a burst of replacements does
   // not take every core from the workers that are answering tasks right now.
-  const queued: Role[] = [];
+  const queued: TaskRole[] = [];
   let booting = 0;
   const bootNext = () => {
     while (!stopping && booting < bootConcurrency && queued.length > 0) {
       booting += 1;
-      spawnWorker(queued.shift() as Role);
+      spawnWorker(queued.shift() as TaskRole);
     }
   };
-  const replenish = (role: Role) => {
+  const replenish = (role: TaskRole) => {
     if (stopping) return;
     const wanted = pool - available(role).length - queued.filter((entry) => entry === role).length;
     for (let index = 0; index < wanted; index += 1) queued.push(role);
@@ -139,7 +139,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     }
   };
 
-  const spawnWorker = (role: Role) => {
+  const spawnWorker = (role: TaskRole) => {
     const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.roleModels?.[role] ?? options.model };
     const started = performance.now();
     const child = fork(entry, [], {

@@ -1,4 +1,4 @@
-import type { ModelInfo, Role, Usage } from '@polish/protocol';
+import type { ModelInfo, TaskRole, Usage } from '@polish/protocol';
 
 /**
  * A piece of a user turn. `cache: true` marks the end of a stable prefix (e.g. the locked
@@ -22,7 +22,7 @@ export function textOf(content: ModelMessage['content']): string {
 
 /** What a handler asks of a model: a system prompt, the conversation, and the answer's JSON Schema. */
 export interface ModelRequest {
-  role: Role;
+  role: TaskRole;
   system: string;
   messages: ModelMessage[];
   /** JSON Schema of the expected answer, for providers with structured output. */

@@ -20,6 +20,8 @@ const callSettings = {
  */
 export const ModelSettingsSchema = z.discriminatedUnion('provider', [
   z.strictObject({ provider: z.literal('scripted'), script: z.string().min(1) }),
+  /** For roles that call no model (par.command runs a shell command). */
+  z.strictObject({ provider: z.literal('none') }),
   z.strictObject({ provider: z.literal('anthropic'), model: z.string().min(1), ...callSettings }),
   z.strictObject({
     provider: z.literal('openai'),
@@ -65,6 +67,11 @@ export async function createModel(settings: ModelSettings, environment: NodeJS.P
   switch (settings.provider) {
     case 'scripted':
       return createScriptedProvider(loadScriptFile(settings.script));
+    case 'none':
+      return {
+        info: { provider: 'none', model: 'none', scripted: false },
+        generate: () => Promise.reject(new PolishError('INTERNAL', 'this worker has no model: its role calls none')),
+      };
     case 'anthropic': {
       const { createAnthropicProvider } = await import('./anthropic-provider.js');
       return createAnthropicProvider({ ...settings, apiKey: key ?? '' });

@@ -37,5 +37,6 @@ export function parseModelSpec(spec: string, extra: Partial<Pick<ModelSettings &
 /** The spec a settings object was parsed from, for logs and results (never contains a key). */
 export function formatModelSettings(settings: ModelSettings): string {
   if (settings.provider === 'scripted') return `scripted:${settings.script}`;
+  if (settings.provider === 'none') return 'none';
   return `${settings.provider}:${settings.model}${settings.baseURL ? `@${displayUrl(settings.baseURL)}` : ''}`;
 }

@@ -1,4 +1,4 @@
-import { PolishError, type Role } from '@polish/protocol';
+import { PolishError, type TaskRole } from '@polish/protocol';
 
 /** What both SDKs' errors look like, read without importing either SDK here. */
 interface SdkError {
@@ -16,7 +16,7 @@ const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
  */
 export function modelError(
   error: unknown,
-  context: { role: Role; provider: string; keyVariable?: string; timeoutMs: number; maxRetries: number },
+  context: { role: TaskRole; provider: string; keyVariable?: string; timeoutMs: number; maxRetries: number },
 ): PolishError {
   const sdkError = error as SdkError;
   const name = sdkError?.name ?? '';

@@ -11,6 +11,10 @@ const WhenSchema = z.strictObject({
   artifact_not_contains: z.string().optional(),
   goal_contains: z.string().optional(),
   gaps_contain: z.string().optional(),
+  /** PAR: how many earlier cycles the agent is shown (0 on the first cycle). */
+  history_length: z.int().min(0).optional(),
+  /** PAR: text the agent's earlier plan summaries or critiques contain. */
+  history_contains: z.string().optional(),
 });
 
 const RuleSchema = z
@@ -37,6 +41,9 @@ export const ScriptFileSchema = z.strictObject({
   criteria: z.array(RuleSchema).optional(),
   evaluate: z.array(RuleSchema).optional(),
   revise: z.array(RuleSchema).optional(),
+  'par.plan': z.array(RuleSchema).optional(),
+  'par.act': z.array(RuleSchema).optional(),
+  'par.review': z.array(RuleSchema).optional(),
 });
 export type ScriptFile = z.infer<typeof ScriptFileSchema>;
 export type ScriptRule = z.infer<typeof RuleSchema>;

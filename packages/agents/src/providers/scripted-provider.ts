@@ -18,14 +18,21 @@ function scriptedUsage(request: ModelRequest, answer: string): Usage {
 
 function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): boolean {
   const when = rule.when ?? {};
-  const artifact = typeof payload.artifact === 'string' ? payload.artifact : '';
+  // A PAR artifact is a map of files: its text is every path and content.
+  const artifact =
+    typeof payload.artifact === 'string'
+      ? payload.artifact
+      : Object.entries((payload.artifact ?? {}) as Record<string, string>).map(([path, content]) => `${path}\n${content}`).join('\n');
+  const history = Array.isArray(payload.history) ? (payload.history as { plan_summary: string; critique: string }[]) : [];
   const goal = typeof payload.goal === 'string' ? payload.goal : '';
   const gaps = Array.isArray(payload.blocking_gaps) ? payload.blocking_gaps.map(String) : [];
   return (
     (when.artifact_contains === undefined || artifact.includes(when.artifact_contains)) &&
     (when.artifact_not_contains === undefined || !artifact.includes(when.artifact_not_contains)) &&
     (when.goal_contains === undefined || goal.includes(when.goal_contains)) &&
-    (when.gaps_contain === undefined || gaps.some((gap) => gap.includes(when.gaps_contain ?? '')))
+    (when.gaps_contain === undefined || gaps.some((gap) => gap.includes(when.gaps_contain ?? ''))) &&
+    (when.history_length === undefined || history.length === when.history_length) &&
+    (when.history_contains === undefined || history.some((cycle) => `${cycle.plan_summary}\n${cycle.critique}`.includes(when.history_contains ?? '')))
   );
 }
 
@@ -61,7 +68,8 @@ export function createScriptedProvider(source: ScriptFile | ScriptFunction): Mod
         const text = asText(await source(request));
         return { text, usage: scriptedUsage(request, text) };
       }
-      const rule = (source[request.role] ?? []).find((candidate) => matches(candidate, request.payload));
+      const rules = request.role === 'par.command' ? undefined : source[request.role];
+      const rule = (rules ?? []).find((candidate) => matches(candidate, request.payload));
       if (!rule) {
         throw new PolishError('MODEL_ERROR', `scripted model (${name}) has no ${request.role} rule matching this task`);
       }

@@ -1,17 +1,25 @@
 import { createInbox, type NatsConnection } from '@nats-io/transport-node';
-import { PROTOCOL_VERSION, TaskReplySchema, type Role, type TaskEnvelope } from '@polish/protocol';
+import { PROTOCOL_VERSION, TaskReplySchema, type TaskRole, type TaskEnvelope } from '@polish/protocol';
 import { handleTask } from '../handle-task.js';
 import { createScriptedProvider } from '../providers/scripted-provider.js';
 
 const criteria = [{ id: 'C1', text: 'warm-up criterion' }];
 
-const ANSWERS: Record<Role, unknown> = {
+const acceptance = [{ id: 'A1', text: 'warm-up acceptance' }];
+const files = { 'warm-up.txt': 'warm-up artifact' };
+const parPlan = { plan_summary: 'warm up', action: 'nothing' };
+
+const ANSWERS: Record<TaskRole, unknown> = {
   criteria: { criteria },
   evaluate: { scores: [{ criterion_id: 'C1', pass: false, gap: 'warm-up gap' }] },
   revise: { artifact: 'warm-up artifact, revised' },
+  'par.plan': parPlan,
+  'par.act': { changes: [], self_assessment: { passed: false, notes: 'warm-up' } },
+  'par.review': { results: [{ id: 'A1', passed: false, evidence: 'warm-up' }] },
+  'par.command': null,
 };
 
-function syntheticTask(role: Role): TaskEnvelope {
+function syntheticTask(role: TaskRole): TaskEnvelope {
   const common = { v: PROTOCOL_VERSION, taskId: 'warm-up', attempt: 1, deadline: 0 } as const;
   switch (role) {
     case 'criteria':
@@ -20,6 +28,14 @@ function syntheticTask(role: Role): TaskEnvelope {
       return { ...common, role, payload: { artifact: 'warm-up artifact', criteria } };
     case 'revise':
       return { ...common, role, payload: { artifact: 'warm-up artifact', blocking_gaps: ['C1: warm-up gap'], goal: 'warm-up goal' } };
+    case 'par.plan':
+      return { ...common, role, payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [] } };
+    case 'par.act':
+      return { ...common, role, payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [], plan: parPlan } };
+    case 'par.review':
+      return { ...common, role, payload: { artifact: files, acceptance_criteria: acceptance } };
+    case 'par.command':
+      return { ...common, role, payload: { artifact: files, command: 'true', timeout_ms: 10_000 } };
   }
 }
 
@@ -30,7 +46,7 @@ function syntheticTask(role: Role): TaskEnvelope {
  * single-use process otherwise pays V8's cold start on the real task, inside the hop. Nothing
  * is kept, and no task subject is touched.
  */
-export async function warmUp(role: Role, connection: NatsConnection): Promise<void> {
+export async function warmUp(role: TaskRole, connection: NatsConnection): Promise<void> {
   // The same path a real task takes, NATS included: request → subscription iterator → handler → respond.
   const subject = createInbox();
   const subscription = connection.subscribe(subject, { max: 1 });

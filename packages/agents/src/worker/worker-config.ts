@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { RoleSchema } from '@polish/protocol';
+import { TaskRoleSchema } from '@polish/protocol';
 import { ModelSettingsSchema } from '../providers/model-settings.js';
 
 /** The environment variable a host passes a worker's configuration in. */
@@ -9,7 +9,7 @@ export const WORKER_CONFIG_ENV = 'POLISH_WORKER_CONFIG';
 export const WorkerConfigSchema = z.strictObject({
   natsUrl: z.string().min(1),
   prefix: z.string().min(1),
-  role: RoleSchema,
+  role: TaskRoleSchema,
   /** Tasks this process serves before it exits: 1 by default (single use). */
   reuse: z.int().min(1),
   model: ModelSettingsSchema,

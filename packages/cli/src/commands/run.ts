@@ -11,6 +11,7 @@ import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { SetupError } from '../setup-error.js';
+import { abortOnInterrupt } from '../interrupts.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
 export interface TopologyFlags {
@@ -58,15 +59,7 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
  * SIGTERM cancels the run; whatever was started (nats-server, workers) is stopped either way.
  */
 export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, prices?: ResolvedModels['prices']): Promise<RunResult> {
-  const controller = new AbortController();
-  // Listening (not once) until everything is stopped: a second Ctrl-C must not kill polish
-  // before it has stopped the nats-server and workers it started.
-  const cancel = (signal: NodeJS.Signals) => {
-    if (controller.signal.aborted) log(`polish: ${signal} again: stopping now`);
-    else controller.abort(`interrupted by ${signal}`);
-  };
-  process.on('SIGINT', cancel);
-  process.on('SIGTERM', cancel);
+  const interrupt = abortOnInterrupt();
   try {
     const runtime = await openRuntime(runtimeOptions);
     try {
@@ -75,15 +68,14 @@ export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, 
       return await startPolish(spec, {
         dispatcher: runtime.dispatcher,
         onEvent: createProgressReporter(),
-        signal: controller.signal,
+        signal: interrupt.signal,
         ...(prices ? { prices } : {}),
       }).result;
     } finally {
-      await runtime.close({ abandon: controller.signal.aborted });
+      await runtime.close({ abandon: interrupt.signal.aborted });
     }
   } finally {
-    process.off('SIGINT', cancel);
-    process.off('SIGTERM', cancel);
+    interrupt.dispose();
   }
 }
 

@@ -1,5 +1,5 @@
 import { createAgentHost } from '@polish/agents';
-import { RoleSchema, type Role } from '@polish/protocol';
+import { TaskRoleSchema, type TaskRole } from '@polish/protocol';
 import { InputError } from '../input-error.js';
 import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
@@ -15,12 +15,12 @@ export interface WorkerFlags extends ModelFlags {
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-function parseRoles(raw: string): Role[] {
+function parseRoles(raw: string): TaskRole[] {
   const roles = raw.split(',').map((role) => role.trim()).filter(Boolean);
   if (roles.length === 0) throw new InputError('roles', 'name at least one role: criteria,evaluate,revise');
   return roles.map((role) => {
-    const parsed = RoleSchema.safeParse(role);
-    if (!parsed.success) throw new InputError('roles', `unknown role "${role}" (roles: ${RoleSchema.options.join(', ')})`);
+    const parsed = TaskRoleSchema.safeParse(role);
+    if (!parsed.success) throw new InputError('roles', `unknown role "${role}" (roles: ${TaskRoleSchema.options.join(', ')})`);
     return parsed.data;
   });
 }
@@ -35,9 +35,9 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
-  const models = resolveModels(flags);
+  const models = resolveModels(flags, process.env, roles);
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
-  const host = createAgentHost({ natsUrl, roles, pool, reuse, model: models.byRole.criteria, roleModels: models.byRole });
+  const host = createAgentHost({ natsUrl, roles, pool, reuse, model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' }, roleModels: models.byRole });
   host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
   host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
   host.on('task.done', ({ pid, role, taskId, ok }) => log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`));

@@ -59,15 +59,27 @@ export function validatePolicy(raw: unknown): ParPolicy {
   return parsed.data;
 }
 
-/** Checks one human record: its key is the policy's, its secret hashes right, its signature is the secret's. */
-function verifyHuman(record: { actor: string; authorization: { key_id: string; signature: string } }, policy: ParPolicy, secrets: Record<string, string>, where: string) {
-  const keyId = record.actor.slice('human:'.length);
-  if (record.authorization.key_id !== keyId) throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
+/** Signs a human record: HMAC-SHA256 with the key's secret over the record's canonical JSON (without `authorization`). */
+export function signHumanRecord<T extends { actor: string }>(unsigned: T, keyId: string, secret: string): T & { authorization: { scheme: 'hmac-sha256'; key_id: string; signature: string } } {
+  const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest('hex');
+  return { ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: keyId, signature } };
+}
+
+/** Checks that a key id may sign under the policy: the policy knows it and the secret hashes to its key hash. */
+export function checkHumanKey(policy: ParPolicy, secrets: Record<string, string>, keyId: string, where: string): string {
   const expectedHash = policy.human_authorization.key_hashes[keyId];
   if (!expectedHash) throw new PolicyInputError(`${where}: key ${keyId} is not in the policy's key_hashes`);
   const secret = secrets[keyId];
   if (secret === undefined) throw new PolicyInputError(`${where}: no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
   if (sha256(secret) !== expectedHash) throw new PolicyInputError(`${where}: the secret of key ${keyId} does not match the policy's key hash`);
+  return secret;
+}
+
+/** Checks one human record: its key is the policy's, its secret hashes right, its signature is the secret's. */
+export function verifyHumanRecord(record: { actor: string; authorization: { key_id: string; signature: string } }, policy: ParPolicy, secrets: Record<string, string>, where: string) {
+  const keyId = record.actor.slice('human:'.length);
+  if (record.authorization.key_id !== keyId) throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
+  const secret = checkHumanKey(policy, secrets, keyId, where);
   const { authorization: _authorization, ...unsigned } = record;
   const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest();
   const given = Buffer.from(record.authorization.signature, 'hex');
@@ -88,13 +100,13 @@ export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Rec
       }
     }
   }
-  checkpoint.decisions.forEach((decision, index) => verifyHuman(decision, policy, secrets, `checkpoint: decisions.${index}`));
+  checkpoint.decisions.forEach((decision, index) => verifyHumanRecord(decision, policy, secrets, `checkpoint: decisions.${index}`));
   const overridden = new Set<string>();
   checkpoint.overrides.forEach((override, index) => {
     const where = `checkpoint: overrides.${index}`;
     if (overridden.has(override.limit)) throw new PolicyInputError(`${where}: a second override of ${override.limit}`);
     overridden.add(override.limit);
-    verifyHuman(override, policy, secrets, where);
+    verifyHumanRecord(override, policy, secrets, where);
     const limit = policy.limits[override.limit];
     const metric = METRIC_OF[override.limit];
     const current = metric ? Number(checkpoint[metric]) : Infinity;

@@ -1,0 +1,111 @@
+import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, dirname, isAbsolute, join, relative } from 'node:path';
+import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
+import { ParTaskFileSchema, WorkspacePathSchema, type ParAction, type ParFiles, type ParTaskFile } from '@polish/protocol';
+
+/** A PAR file is missing, unreadable or invalid: the message names the file and the problem. */
+export class ParInputError extends Error {
+  override readonly name = 'ParInputError';
+}
+
+/** Folders never part of the artifact: version control, polish's own state, dependencies. */
+const SKIPPED = new Set(['.git', '.coord', 'node_modules']);
+/** The artifact travels in task messages, so it must stay small. */
+export const MAX_ARTIFACT_FILES = 500;
+export const MAX_ARTIFACT_BYTES = 2 * 1024 * 1024;
+
+/** Where a topic's files live in a workspace. */
+export function coordPaths(workspace: string, topic: string) {
+  const coord = join(workspace, '.coord');
+  return { coord, task: join(coord, `par_${topic}.yml`), final: join(coord, `par_${topic}_final.md`), evidence: join(coord, 'evidence') };
+}
+
+/** A file reference in a task file: relative to the workspace unless absolute. */
+export const resolveRef = (workspace: string, ref: string) => (isAbsolute(ref) ? ref : join(workspace, ref));
+
+/** Writes a file whole or not at all: a temp file beside it, then a rename. */
+export function writeFileAtomic(path: string, text: string): void {
+  mkdirSync(dirname(path), { recursive: true });
+  const temporary = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
+  try {
+    writeFileSync(temporary, text);
+    renameSync(temporary, path);
+  } catch (error) {
+    rmSync(temporary, { force: true });
+    throw error;
+  }
+}
+
+function readText(path: string, what: string): string {
+  try {
+    return readFileSync(path, 'utf8');
+  } catch (error) {
+    throw new ParInputError(`${what}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+}
+
+/** Reads a JSON file (policy, checkpoint), naming it when it is not JSON. */
+export function readJsonFile(path: string, what: string): unknown {
+  const text = readText(path, what);
+  try {
+    return JSON.parse(text);
+  } catch (error) {
+    throw new ParInputError(`${what}: ${basename(path)} is not JSON (${(error as Error).message})`);
+  }
+}
+
+export function readTaskFile(path: string): ParTaskFile {
+  let document: unknown;
+  try {
+    document = parseYaml(readText(path, 'task file'));
+  } catch (error) {
+    if (error instanceof ParInputError) throw error;
+    throw new ParInputError(`task file: ${path} is not valid YAML (${(error as Error).message})`);
+  }
+  const parsed = ParTaskFileSchema.safeParse(document);
+  if (!parsed.success) {
+    const issue = parsed.error.issues[0];
+    throw new ParInputError(`task file: ${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+  }
+  return parsed.data;
+}
+
+export function writeTaskFile(path: string, task: ParTaskFile): void {
+  writeFileAtomic(path, `# polish plan-act-reflect task (schema_version 2); cycles are appended by polish\n${stringifyYaml(task, { lineWidth: 0 })}`);
+}
+
+/**
+ * The artifact: every text file of the workspace except `.git`, `.coord` and `node_modules`
+ * (files containing NUL bytes are binary and left out). Refuses a workspace too big to send.
+ */
+export function readWorkspace(workspace: string): ParFiles {
+  const files: ParFiles = {};
+  let bytes = 0;
+  const walk = (folder: string) => {
+    for (const entry of readdirSync(folder, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      if (SKIPPED.has(entry.name)) continue;
+      const path = join(folder, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.isFile() && !lstatSync(path).isSymbolicLink()) {
+        const content = readFileSync(path);
+        if (content.includes(0)) continue;
+        bytes += content.length;
+        const key = relative(workspace, path).split('\\').join('/');
+        if (!WorkspacePathSchema.safeParse(key).success) continue;
+        files[key] = content.toString('utf8');
+        if (Object.keys(files).length > MAX_ARTIFACT_FILES || bytes > MAX_ARTIFACT_BYTES) {
+          throw new ParInputError(
+            `workspace: ${workspace} has more than ${MAX_ARTIFACT_FILES} files or ${MAX_ARTIFACT_BYTES / 1024 / 1024} MB of text; run PAR in a smaller folder`,
+          );
+        }
+      }
+    }
+  };
+  walk(workspace);
+  return files;
+}
+
+/** Applies an action's whole-file writes to the workspace, each file atomically. */
+export function writeChanges(workspace: string, changes: ParAction['changes']): void {
+  for (const change of changes) writeFileAtomic(join(workspace, change.path), change.content);
+}

@@ -1,0 +1,261 @@
+import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { basename, extname } from 'node:path';
+import { promisify } from 'node:util';
+import { createActor, fromPromise, toPromise, type InspectionEvent, type Observer } from 'xstate';
+import {
+  ParActionSchema,
+  ParCheckpointSchema,
+  ParCommandResultSchema,
+  ParPlanSchema,
+  PolishError,
+  parReviewSchemaFor,
+  type ParCheckpoint,
+  type ParFinalStatus,
+  type ParTaskFile,
+  type PayloadOf,
+  type PolicyDecision,
+  type TaskRole,
+} from '@polish/protocol';
+import type { z } from 'zod';
+import type { Dispatcher } from '../dispatcher.js';
+import { evaluatePolicy } from './policy-engine.js';
+import { canonicalJson } from './canonical-json.js';
+import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeChanges, writeFileAtomic, writeTaskFile, ParInputError } from './coord-files.js';
+import { renderFinalReport } from './final-report.js';
+import { parMachine, pendingActionHash, pendingGates, type CritiqueInput, type CycleToRecord, type ParStep } from './par-machine.js';
+import type { CritiqueAnswer } from './critique.js';
+
+const run = promisify(execFile);
+
+/** How to run (or resume) one PAR task whose files are in a workspace. */
+export interface ParRunOptions {
+  workspace: string;
+  topic: string;
+  dispatcher: Dispatcher;
+  /** AGENT_COLLAB_HUMAN_KEYS_JSON, parsed: key id → secret. Used only to verify signatures. */
+  humanKeys?: Record<string, string>;
+  /** Commit each cycle as `par(iter-N): <plan_summary>`. The workspace must be a git work tree. */
+  git?: boolean;
+  /** Aborting stops the run at once; the last persisted checkpoint stands and can be resumed. */
+  signal?: AbortSignal;
+  /** One line per step, for progress output. */
+  onProgress?: (line: string) => void;
+  inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+}
+
+/** How a PAR run ended, and where its files are. */
+export interface ParRunResult {
+  topic: string;
+  final_status: ParFinalStatus;
+  reason: string;
+  decision: PolicyDecision | null;
+  cycles: number;
+  /** True when the run was interrupted (the checkpoint on disk is the last completed cycle's). */
+  interrupted: boolean;
+  pending_gates: string[];
+  /** The models that answered in this run, e.g. `scripted:script.yaml (scripted)`. */
+  models: string[];
+  files: { task: string; checkpoint: string; final: string };
+}
+
+/** Bytes that crossed the wire for one task: its payload and its answer. */
+const wireBytes = (payload: unknown, result: unknown) => Buffer.byteLength(JSON.stringify(payload)) + Buffer.byteLength(JSON.stringify(result ?? null));
+
+/** Sends a task and validates its answer, re-sending once if the answer breaks the contract. */
+async function dispatchValidated<R extends TaskRole, T>(
+  dispatcher: Dispatcher,
+  role: R,
+  payload: PayloadOf<R>,
+  schema: z.ZodType<T>,
+  signal: AbortSignal,
+  seen: Set<string>,
+): Promise<ParStep<T>> {
+  let problem = '';
+  for (let attempt = 1; attempt <= 2; attempt += 1) {
+    const outcome = await dispatcher.dispatch(role, payload, { signal });
+    if (outcome.model.provider !== 'none') seen.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
+    const parsed = schema.safeParse(outcome.result);
+    if (parsed.success) return { value: parsed.data, bytes: wireBytes(payload, outcome.result) };
+    problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+  }
+  throw new PolishError('CONTRACT_VIOLATION', `${role} agent broke the contract twice: ${problem}`);
+}
+
+async function git(workspace: string, args: string[]): Promise<string> {
+  const { stdout } = await run('git', ['-C', workspace, ...args]);
+  return stdout.trim();
+}
+
+/** Checks before a `--git` run that the workspace is a work tree, so no cycle is left uncommitted. */
+export async function checkGitWorkspace(workspace: string): Promise<void> {
+  try {
+    if ((await git(workspace, ['rev-parse', '--is-inside-work-tree'])) !== 'true') throw new Error('not a work tree');
+  } catch {
+    throw new ParInputError(`--git: ${workspace} is not a git work tree (run \`git init\` there, or drop --git)`);
+  }
+}
+
+async function commit(workspace: string, message: string): Promise<void> {
+  await git(workspace, ['add', '-A']);
+  // An identity of our own only where none is configured, so a user's own stays theirs.
+  const configured = await git(workspace, ['config', 'user.email']).catch(() => '');
+  const identity = configured ? [] : ['-c', 'user.name=polish', '-c', 'user.email=polish@localhost'];
+  await git(workspace, [...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', message]);
+}
+
+/** The status a stopped checkpoint records, from the policy's first reason. */
+function stoppedStatus(checkpoint: ParCheckpoint, reasons: readonly string[]): ParCheckpoint['status'] {
+  const first = reasons[0] ?? '';
+  if (/^human_gate:.*:decline$/.test(first)) return 'declined';
+  if (/^human_gate:.*:revise$/.test(first)) return 'blocked';
+  if (first.startsWith('limit_')) return 'budget_exhausted';
+  return checkpoint.status;
+}
+
+/** The task's files, loaded and checked. Throws `ParInputError` naming what is wrong. */
+function loadTask(workspace: string, topic: string) {
+  const paths = coordPaths(workspace, topic);
+  if (!existsSync(paths.task)) throw new ParInputError(`topic ${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
+  const task = readTaskFile(paths.task);
+  if (task.topic !== topic) throw new ParInputError(`task file: ${paths.task} is for topic ${task.topic}, not ${topic}`);
+  const policyPath = resolveRef(workspace, task.policy_ref);
+  const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
+  return {
+    paths: { ...paths, checkpoint: checkpointPath },
+    task,
+    policyName: basename(policyPath, extname(policyPath)),
+    policy: readJsonFile(policyPath, 'policy'),
+    checkpoint: readJsonFile(checkpointPath, 'checkpoint'),
+  };
+}
+
+/**
+ * Runs a PAR task from its `.coord/` files to a hand-back: PASS, checkpoint, stop, error or
+ * needs-human. Each cycle is persisted (evidence, workspace changes, task file, then the
+ * checkpoint) before the policy's decision is obeyed; the final report is written at the end.
+ * Resuming is the same call: it continues from the checkpoint.
+ */
+export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
+  const { workspace, topic } = options;
+  const loaded = loadTask(workspace, topic);
+  const { paths, policyName } = loaded;
+  const humanKeys = options.humanKeys ?? {};
+  const progress = options.onProgress ?? (() => undefined);
+  const models = new Set<string>();
+  if (options.git) await checkGitWorkspace(workspace);
+
+  const finish = (task: ParTaskFile, status: ParFinalStatus, reason: string, decision: PolicyDecision | null, checkpoint: ParCheckpoint | null, interrupted = false): ParRunResult => {
+    const gates = checkpoint ? pendingGates(task, checkpoint) : [];
+    const finalTask = { ...task, final_status: status };
+    writeTaskFile(paths.task, finalTask);
+    const pending = status === 'needs-human' ? gates : [];
+    writeFileAtomic(paths.final, renderFinalReport({ workspace, task: finalTask, status, reason, decision, checkpoint, pendingGates: pending, models: [...models] }));
+    return { topic, final_status: status, reason, decision, cycles: task.cycles.length, interrupted, pending_gates: pending, models: [...models], files: { task: paths.task, checkpoint: paths.checkpoint, final: paths.final } };
+  };
+
+  // Validate policy and checkpoint first: invalid input fails closed, and the checkpoint on disk is left as it is.
+  const first = evaluatePolicy({ policy: loaded.policy, checkpoint: loaded.checkpoint, policyName, humanKeys });
+  if (first.policy_hash === null) {
+    progress(`par: policy: stop (${first.reasons.join('; ')})`);
+    return finish(loaded.task, 'stop', first.reasons.join('; '), first, null);
+  }
+  let checkpoint = ParCheckpointSchema.parse(loaded.checkpoint);
+  // A run that waited for humans goes on once every gate has a signed decision; the policy weighs them.
+  if (checkpoint.status === 'waiting_for_human') {
+    const undecided = loaded.task.acceptance_criteria.filter((criterion) => criterion.human_gate && !checkpoint.decisions.some((record) => record.gate === criterion.id));
+    if (undecided.length === 0) checkpoint = { ...checkpoint, status: 'running' };
+  }
+  const artifact = readWorkspace(workspace);
+
+  const controller = new AbortController();
+  const onAbort = () => controller.abort(options.signal?.reason);
+  options.signal?.addEventListener('abort', onAbort, { once: true });
+  const decide = (candidate: ParCheckpoint) => evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
+
+  const machine = parMachine.provide({
+    actors: {
+      decide: fromPromise<PolicyDecision, ParCheckpoint>(async ({ input }) => {
+        const decision = decide(input);
+        progress(`par: policy: ${decision.decision}${decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : ''}`);
+        return decision;
+      }),
+      plan: fromPromise(async ({ input }) => {
+        progress(`par: cycle ${checkpoint.cycle + 1}: planning`);
+        const step = await dispatchValidated(options.dispatcher, 'par.plan', input, ParPlanSchema, controller.signal, models);
+        progress(`par: plan: ${step.value.plan_summary}`);
+        return step;
+      }),
+      act: fromPromise(async ({ input }) => {
+        const step = await dispatchValidated(options.dispatcher, 'par.act', input, ParActionSchema, controller.signal, models);
+        progress(`par: act: ${step.value.changes.length} file${step.value.changes.length === 1 ? '' : 's'} written${step.value.changes.length > 0 ? ` (${step.value.changes.map((change) => change.path).join(', ')})` : ''}`);
+        return step;
+      }),
+      critique: fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>(
+        async ({ input }) => {
+          const source = input.task.critique_source;
+          if (source.kind === 'self') return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
+          if (source.kind === 'review') {
+            const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
+            const step = await dispatchValidated(options.dispatcher, 'par.review', { artifact: input.artifact, acceptance_criteria: criteria }, parReviewSchemaFor(criteria), controller.signal, models);
+            progress(`par: review: ${step.value.results.filter((result) => result.passed).length}/${step.value.results.length} criteria pass`);
+            return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
+          }
+          const payload = { artifact: input.artifact, command: source.command, timeout_ms: Math.round(source.timeout_seconds * 1000) };
+          const step = await dispatchValidated(options.dispatcher, 'par.command', payload, ParCommandResultSchema, controller.signal, models);
+          progress(`par: ${source.kind} critique: \`${source.command}\` ${step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`}`);
+          return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
+        },
+      ),
+      record: fromPromise<void, CycleToRecord>(async ({ input }) => {
+        // Evidence and workspace first, the checkpoint last: the checkpoint never names what is not on disk.
+        for (const document of input.evidence) writeFileAtomic(resolveRef(workspace, document.ref), document.content);
+        writeChanges(workspace, input.changes);
+        writeTaskFile(paths.task, input.task);
+        writeFileAtomic(paths.checkpoint, `${JSON.stringify(input.checkpoint, null, 2)}\n`);
+        checkpoint = input.checkpoint;
+        progress(`par: cycle ${input.record.cycle}: ${input.record.verdict}; next: ${input.record.next_action}`);
+        if (options.git) await commit(workspace, `par(iter-${input.record.cycle}): ${input.record.plan_summary}`);
+      }),
+    },
+  });
+
+  const actor = createActor(machine, { input: { task: loaded.task, checkpoint, artifact }, ...(options.inspect ? { inspect: options.inspect } : {}) });
+  const cancel = () => actor.send({ type: 'CANCEL', reason: `interrupted (${String(controller.signal.reason ?? 'aborted')})` });
+  controller.signal.addEventListener('abort', cancel, { once: true });
+  actor.start();
+  if (options.signal?.aborted) onAbort();
+  await toPromise(actor);
+  options.signal?.removeEventListener('abort', onAbort);
+  const snapshot = actor.getSnapshot();
+  const { task, decision, final } = snapshot.context;
+  let finalCheckpoint = snapshot.context.checkpoint;
+  const status = final?.status ?? 'error';
+  const reason = final?.reason ?? 'the run ended without a status';
+
+  if (snapshot.value === 'cancelled') return finish(task, 'checkpoint', `${reason}: resume from the last checkpoint`, decision, finalCheckpoint, true);
+  if (snapshot.value === 'failed' || (snapshot.value === 'stopped' && decision?.policy_hash === null)) {
+    // Nothing trustworthy to write into the checkpoint: leave it as it is.
+    return finish(task, status, reason, decision, finalCheckpoint);
+  }
+  // A later decision may concern the next action: name it, unless signed records already concern another.
+  const withPending = (candidate: ParCheckpoint): ParCheckpoint =>
+    candidate.decisions.length + candidate.overrides.length > 0 ? candidate : { ...candidate, pending_action_hash: pendingActionHash(task, candidate, snapshot.context.artifact) };
+  let lastDecision = decision;
+  if (snapshot.value === 'passed') {
+    finalCheckpoint = { ...finalCheckpoint, status: 'completed', stop_reason: null };
+    lastDecision = decide(finalCheckpoint);
+  } else if (snapshot.value === 'stopped') {
+    finalCheckpoint = withPending({ ...finalCheckpoint, status: stoppedStatus(finalCheckpoint, decision?.reasons ?? []), stop_reason: decision?.reasons[0] ?? 'stopped by the policy' });
+  } else if (snapshot.value === 'handedBack') {
+    finalCheckpoint = withPending({ ...finalCheckpoint, last_checkpoint_transcript_bytes: finalCheckpoint.transcript_bytes, stop_reason: null });
+  }
+  finalCheckpoint = { ...finalCheckpoint, updated_at: new Date().toISOString() };
+  writeFileAtomic(paths.checkpoint, `${JSON.stringify(finalCheckpoint, null, 2)}\n`);
+  const result = finish(task, status, reason, lastDecision, finalCheckpoint);
+  if (options.git) await commit(workspace, `par(final): ${status}: ${reason}`.slice(0, 200));
+  return result;
+}
+
+/** Canonical JSON of a value: exported for callers that hash records the way the policy engine does. */
+export { canonicalJson };

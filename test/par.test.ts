@@ -1,0 +1,274 @@
+import { execFileSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ParCheckpointSchema, ParTaskFileSchema } from '@polish/protocol';
+import { parse, stringify } from 'yaml';
+import { polish, REPO } from './support/cli.js';
+import { startPolish } from './support/processes.js';
+
+// Plan-act-reflect end to end: `polish par` with an embedded nats-server, real worker processes
+// (par.plan, par.act, and par.command running `node test.js` in a temporary copy), and the
+// scripted model as the agent. The sample project has a failing test the agent must fix.
+
+const EXAMPLE = `${REPO}examples/par/`;
+const SECRET = 'an approver secret';
+const basePolicy = JSON.parse(readFileSync(`${EXAMPLE}policy.json`, 'utf8'));
+
+const BUGGY = 'function add(a, b) {\n  return a - b;\n}\nmodule.exports = { add };\n';
+const FIXED = 'function add(a, b) {\n  return a + b;\n}\nmodule.exports = { add };\n';
+const change = (content: string, passed = true) => ({ changes: [{ path: 'add.js', content }], self_assessment: { passed, notes: 'done' } });
+const plan = (summary: string) => ({ plan_summary: summary, action: summary });
+
+/** A workspace with the sample project, a policy, and a script for the agent. */
+function workspace(options: { limits?: Record<string, number>; script?: unknown; keyHashes?: Record<string, string> } = {}) {
+  const directory = mkdtempSync(join(tmpdir(), 'polish-par-'));
+  cpSync(`${EXAMPLE}project`, directory, { recursive: true });
+  const policy = { ...basePolicy, limits: { ...basePolicy.limits, ...options.limits }, human_authorization: { key_hashes: options.keyHashes ?? {} } };
+  writeFileSync(join(directory, 'policy.json'), JSON.stringify(policy));
+  const script = join(directory, '..', `${directory.split('/').at(-1)}-script.yaml`);
+  writeFileSync(script, options.script === undefined ? readFileSync(`${EXAMPLE}script.yaml`, 'utf8') : stringify(options.script));
+  const read = (path: string) => readFileSync(join(directory, path), 'utf8');
+  return {
+    directory,
+    script,
+    read,
+    task: () => ParTaskFileSchema.parse(parse(read('.coord/par_t.yml'))),
+    checkpoint: () => ParCheckpointSchema.parse(JSON.parse(read('.coord/task-checkpoint.json'))),
+  };
+}
+
+type Workspace = ReturnType<typeof workspace>;
+const env = (keys?: Record<string, string>) => ({ ...process.env, ...(keys ? { AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify(keys) } : {}) });
+
+function run(ws: Workspace, extra: string[] = [], critique: string[] = ['--critique', 'command', '--command', 'node test.js']) {
+  return polish(
+    ['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'make add() add', '--acceptance', 'node test.js passes', ...critique, '--policy', 'policy.json', '--script', ws.script, '--json', ...extra],
+    { env: env({ alice: SECRET }) },
+  );
+}
+const resume = (ws: Workspace, keys: Record<string, string> = { alice: SECRET }) =>
+  polish(['par', 'resume', '--topic', 't', '--workspace', ws.directory, '--script', ws.script, '--json'], { env: env(keys) });
+
+describe('polish par', () => {
+  it('fixes a failing test: cycle 1 fails its command critique, cycle 2 passes, and PASS cites the command output', async () => {
+    const ws = workspace();
+    execFileSync('git', ['init', '-q', ws.directory]);
+    const outcome = await run(ws, ['--git']);
+    expect(outcome.code, outcome.stderr).toBe(0);
+    expect(JSON.parse(outcome.stdout)).toMatchObject({ final_status: 'pass', cycles: 2 });
+    const task = ws.task();
+    expect(task.final_status).toBe('pass');
+    expect(task.cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'pass']);
+    expect(task.cycles[0]?.critique).toContain('FAIL add(2, 3) returned 1, expected 5');
+    expect(ws.read('add.js')).toContain('return a + b');
+    // PASS cites its evidence: the command's output, kept as an evidence file and quoted in the report.
+    const evidence = task.cycles[1]?.evidence_refs.find((ref) => ref.startsWith('.coord/evidence/command-')) ?? '';
+    expect(ws.read(evidence)).toContain('exit code: 0');
+    expect(ws.read(evidence)).toContain('ok: 3 cases pass');
+    const report = ws.read('.coord/par_t_final.md');
+    expect(report).toContain('**pass**');
+    expect(report).toContain(evidence);
+    expect(report).toContain('ok: 3 cases pass');
+    expect(report).toMatch(/Unsuccessful attempts\n\n- cycle 1: swap the operands in add\(\) → fail/);
+    expect(ws.checkpoint()).toMatchObject({ status: 'completed', cycle: 2, same_failure_retries: 0 });
+    // --git: one commit per cycle, named after its plan.
+    const log = execFileSync('git', ['-C', ws.directory, 'log', '--format=%s'], { encoding: 'utf8' }).trim().split('\n').reverse();
+    expect(log.slice(0, 2)).toEqual(['par(iter-1): swap the operands in add()', 'par(iter-2): add the operands in add()']);
+  });
+
+  it('the same failure repeated stops at max_same_failure_retries', async () => {
+    // Each cycle writes a different file (so there is new evidence) with the same bug.
+    const attempts = [0, 1, 2, 3, 4].map((n) => ({ when: { history_length: n }, answer: change(`// attempt ${n}\n${BUGGY}`) }));
+    const ws = workspace({
+      limits: { max_same_failure_retries: 2, max_no_evidence_cycles: 5 },
+      script: { 'par.plan': [{ answer: plan('try again') }], 'par.act': attempts },
+    });
+    const outcome = await run(ws);
+    expect(outcome.code, outcome.stderr).toBe(4);
+    const result = JSON.parse(outcome.stdout);
+    expect(result.final_status).toBe('stop');
+    expect(result.decision.reasons).toEqual(['limit_reached:same_failure_retries=2:max_same_failure_retries=2']);
+    expect(ws.checkpoint()).toMatchObject({ status: 'budget_exhausted', cycle: 3, same_failure_retries: 2, no_evidence_cycles: 0 });
+    expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'fail', 'fail']);
+  });
+
+  it('no new evidence stops at max_no_evidence_cycles', async () => {
+    // The agent writes the same file every cycle: no new artifact, no new test result.
+    const ws = workspace({
+      limits: { max_same_failure_retries: 10, max_no_evidence_cycles: 2 },
+      script: { 'par.plan': [{ answer: plan('tidy add()') }], 'par.act': [{ answer: change(`// tidied\n${BUGGY}`) }] },
+    });
+    const outcome = await run(ws);
+    expect(outcome.code, outcome.stderr).toBe(4);
+    expect(JSON.parse(outcome.stdout).decision.reasons).toEqual(['limit_reached:no_evidence_cycles=2:max_no_evidence_cycles=2']);
+    expect(ws.checkpoint()).toMatchObject({ cycle: 3, no_evidence_cycles: 2, same_failure_retries: 2 });
+  });
+
+  it('transcript growth hands back at a checkpoint, and resume continues from it to PASS', async () => {
+    const ws = workspace({ limits: { checkpoint_transcript_bytes: 1000, max_transcript_bytes: 1_000_000 } });
+    const first = await run(ws);
+    expect(first.code, first.stderr).toBe(3);
+    const handedBack = JSON.parse(first.stdout);
+    expect(handedBack.final_status).toBe('checkpoint');
+    expect(handedBack.decision.checkpoint_required).toBe(true);
+    expect(handedBack.decision.reasons[0]).toMatch(/^checkpoint_required:transcript_growth=\d+:checkpoint_transcript_bytes=1000$/);
+    const saved = ws.checkpoint();
+    expect(saved).toMatchObject({ status: 'running', cycle: 1 });
+    expect(saved.last_checkpoint_transcript_bytes).toBe(saved.transcript_bytes);
+    expect(ws.task().final_status).toBe('checkpoint');
+
+    const resumed = await resume(ws);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout)).toMatchObject({ final_status: 'pass', cycles: 2 });
+    // The resumed cycle is cycle 2: it saw cycle 1's critique (the script's second answer).
+    expect(ws.task().cycles.map((cycle) => [cycle.cycle, cycle.verdict])).toEqual([[1, 'fail'], [2, 'pass']]);
+    expect(ws.checkpoint().cycle).toBe(2);
+  });
+
+  it('self-critique alone never yields PASS, even when the agent says it passed and the fix is right', async () => {
+    const ws = workspace({
+      limits: { max_cycles: 2 },
+      script: { 'par.plan': [{ answer: plan('add the operands') }], 'par.act': [{ answer: change(FIXED, true) }] },
+    });
+    const outcome = await run(ws, [], ['--critique', 'self']);
+    expect(outcome.code, outcome.stderr).toBe(4);
+    const result = JSON.parse(outcome.stdout);
+    expect(result.final_status).toBe('stop');
+    expect(ws.task().cycles.every((cycle) => cycle.verdict === 'fail' && cycle.critique.startsWith('self-assessment (not acceptance)'))).toBe(true);
+    expect(ws.read('.coord/par_t_final.md')).toContain('never independent acceptance');
+  });
+
+  it('a human gate waits; a signed approval lets it finish, a decline stops it, and a bad signature fails closed', async () => {
+    const keyHashes = { alice: createHash('sha256').update(SECRET).digest('hex') };
+    const ws = workspace({ keyHashes });
+    const waiting = await run(ws, ['--human-gate', 'a maintainer accepts the change']);
+    expect(waiting.code, waiting.stderr).toBe(5);
+    expect(JSON.parse(waiting.stdout)).toMatchObject({ final_status: 'needs-human', pending_gates: ['H1'] });
+    expect(waiting.stderr).toContain('polish par decide --topic t --gate H1');
+    const pending = ws.checkpoint();
+    expect(pending.status).toBe('waiting_for_human');
+    expect(pending.pending_action_hash).toMatch(/^[a-f0-9]{64}$/);
+    expect(ws.task().cycles.at(-1)?.verdict).toBe('needs-human');
+    expect(ws.read('.coord/par_t_final.md')).toContain('polish par decide --topic t --gate H1');
+
+    // Still waiting without a decision; no cycle is run.
+    const again = await resume(ws);
+    expect(again.code).toBe(5);
+    expect(ws.task().cycles).toHaveLength(2);
+
+    // Two copies of the waiting state: one approved, one declined, one tampered with.
+    const declined = mkdtempSync(join(tmpdir(), 'polish-par-declined-'));
+    cpSync(ws.directory, declined, { recursive: true });
+    const decide = (directory: string, choice: string, keys = { alice: SECRET }) =>
+      polish(['par', 'decide', '--topic', 't', '--workspace', directory, '--gate', 'H1', choice, '--key-id', 'alice', '--rationale', 'reviewed the diff'], { env: env(keys) });
+
+    expect((await decide(ws.directory, '--approve', { alice: 'the wrong secret' })).code).toBe(2);
+    expect(ws.checkpoint().decisions).toHaveLength(0);
+    const approved = await decide(ws.directory, '--approve');
+    expect(approved.code, approved.stderr).toBe(0);
+    const signed = ws.checkpoint().decisions[0];
+    expect(signed).toMatchObject({ gate: 'H1', actor: 'human:alice', decision: 'approve', affected_action_hash: pending.pending_action_hash });
+
+    const tampered = mkdtempSync(join(tmpdir(), 'polish-par-tampered-'));
+    cpSync(ws.directory, tampered, { recursive: true });
+    const finished = await resume(ws);
+    expect(finished.code, finished.stderr).toBe(0);
+    expect(JSON.parse(finished.stdout)).toMatchObject({ final_status: 'pass', cycles: 2 });
+    expect(ws.checkpoint().status).toBe('completed');
+    expect(ws.read('.coord/par_t_final.md')).toContain('human gate H1: approved by human:alice');
+
+    expect((await decide(declined, '--decline')).code).toBe(0);
+    const stopped = await resume({ ...ws, directory: declined });
+    expect(stopped.code, stopped.stderr).toBe(4);
+    expect(JSON.parse(stopped.stdout).decision.reasons).toEqual(['human_gate:H1:decline']);
+    expect(JSON.parse(readFileSync(join(declined, '.coord/task-checkpoint.json'), 'utf8')).status).toBe('declined');
+
+    const checkpointPath = join(tampered, '.coord/task-checkpoint.json');
+    const forged = JSON.parse(readFileSync(checkpointPath, 'utf8'));
+    forged.decisions[0].authorization.signature = 'f'.repeat(64);
+    writeFileSync(checkpointPath, JSON.stringify(forged));
+    const before = readFileSync(checkpointPath, 'utf8');
+    const failedClosed = await resume({ ...ws, directory: tampered });
+    expect(failedClosed.code).toBe(4);
+    const result = JSON.parse(failedClosed.stdout);
+    expect(result.decision).toMatchObject({ decision: 'stop', policy_hash: null, policy_id: 'policy' });
+    expect(result.decision.reasons).toEqual(['evaluation_error:checkpoint: decisions.0: bad signature']);
+    expect(readFileSync(checkpointPath, 'utf8')).toBe(before);
+  });
+
+  it('a review critique: a stateless reviewer worker judges the criteria, and its evidence is cited', async () => {
+    const verdict = (passed: boolean) => ({ results: [{ id: 'A1', passed, evidence: passed ? 'add.js returns a + b' : 'add.js subtracts' }] });
+    const ws = workspace({
+      script: {
+        'par.plan': [{ when: { history_length: 0 }, answer: plan('swap the operands') }, { answer: plan('add the operands') }],
+        'par.act': [{ when: { history_length: 0 }, answer: change(BUGGY.replace('a - b', 'b - a'), false) }, { answer: change(FIXED) }],
+        'par.review': [{ when: { artifact_contains: 'a + b' }, answer: verdict(true) }, { answer: verdict(false) }],
+      },
+    });
+    const outcome = await run(ws, [], ['--critique', 'review']);
+    expect(outcome.code, outcome.stderr).toBe(0);
+    const task = ws.task();
+    expect(task.cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'pass']);
+    expect(task.cycles[0]?.critique).toBe('A1 failed: add.js subtracts');
+    const evidence = task.cycles[1]?.evidence_refs.find((ref) => ref.startsWith('.coord/evidence/review-')) ?? '';
+    expect(JSON.parse(ws.read(evidence))).toEqual(verdict(true));
+    expect(JSON.parse(outcome.stdout).models).toEqual([`scripted:${ws.script.split('/').at(-1)} (scripted, not an LLM)`]);
+  });
+
+  it('a score critique passes when the last number the command prints reaches the threshold', async () => {
+    const ws = workspace();
+    writeFileSync(join(ws.directory, 'score.js'), "const { add } = require('./add.js');\nconsole.log('score:', add(2, 3) === 5 ? 0.95 : 0.2);\n");
+    const outcome = await run(ws, [], ['--critique', 'score', '--command', 'node score.js', '--threshold', '0.9']);
+    expect(outcome.code, outcome.stderr).toBe(0);
+    expect(ws.task().cycles.map((cycle) => cycle.critique)).toEqual(['score 0.2 < threshold 0.9', 'score 0.95 ≥ threshold 0.9']);
+  });
+
+  it('Ctrl-C mid-cycle loses nothing: the last checkpoint stands (exit 3) and resume finishes the task', async () => {
+    const release = join(tmpdir(), `polish-par-release-${Date.now()}`);
+    const script = parse(readFileSync(`${EXAMPLE}script.yaml`, 'utf8'));
+    // The second cycle's action is held until the test says so: the run is interrupted while it waits.
+    script['par.act'][1].hold_until_file = release;
+    const ws = workspace({ script });
+    const running = startPolish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'node test.js passes', '--critique', 'command', '--command', 'node test.js', '--policy', 'policy.json', '--script', ws.script]);
+    await running.waitFor(/^par: plan: add the operands/);
+    running.child.kill('SIGINT');
+    expect((await running.exited).code).toBe(3);
+    expect(ws.checkpoint()).toMatchObject({ status: 'running', cycle: 1 });
+    expect(ws.task().cycles).toHaveLength(1);
+    expect(ws.read('add.js')).toContain('return b - a');
+    writeFileSync(release, '');
+    const resumed = await resume(ws);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'pass']);
+  });
+
+  it('an infrastructure error ends the cycle as error (exit 7), and is not permission to retry', async () => {
+    // The reviewer has no answer for this task: the par.review worker fails, so the critique is missing.
+    const ws = workspace({ script: { 'par.plan': [{ answer: plan('add the operands') }], 'par.act': [{ answer: change(FIXED) }], 'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }] } });
+    const outcome = await run(ws, [], ['--critique', 'review']);
+    expect(outcome.code, outcome.stderr).toBe(7);
+    expect(JSON.parse(outcome.stdout)).toMatchObject({ final_status: 'error', decision: { decision: 'stop', reasons: ['task_status:error'] } });
+    expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['error']);
+    expect(ws.task().cycles[0]?.critique).toMatch(/^infrastructure error: critique: scripted model .* has no par.review rule/);
+    expect(ws.checkpoint()).toMatchObject({ status: 'error', cycle: 1 });
+    const again = await resume(ws);
+    expect(again.code).toBe(7);
+    expect(ws.task().cycles).toHaveLength(1);
+  });
+
+  it('refuses bad input with one line naming the problem, and writes nothing', async () => {
+    const ws = workspace();
+    const noCommand = await polish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'a', '--critique', 'command', '--policy', 'policy.json']);
+    expect(noCommand.code).toBe(2);
+    expect(noCommand.stderr).toMatch(/invalid input: command: required with --critique command/);
+    const badPolicy = await polish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'a', '--critique', 'self', '--policy', 'missing.json']);
+    expect(badPolicy.code).toBe(2);
+    expect(badPolicy.stderr).toMatch(/policy: cannot read .*missing.json/);
+    const noTopic = await polish(['par', 'resume', '--topic', 'nothing-here', '--workspace', ws.directory]);
+    expect(noTopic.code).toBe(2);
+    expect(() => ws.read('.coord/par_t.yml')).toThrow();
+  });
+});

@@ -14,6 +14,11 @@ export default tseslint.config(
     },
   },
   {
+    // The inspector page runs in the browser.
+    files: ['packages/inspector/static/**/*.js'],
+    languageOptions: { globals: { ...globals.browser }, sourceType: 'script' },
+  },
+  {
     // The process boundary (DESIGN §3): orchestrator and agents share only the protocol.
     files: ['packages/orchestrator/src/**/*.ts'],
     rules: {

@@ -9,6 +9,8 @@ as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 need_debian=()
 command -v nats-server >/dev/null 2>&1 || need_debian+=(nats-server)
+# The inspector's browser tests drive Debian's chromium (never a browser download).
+[ -x /usr/bin/chromium ] || need_debian+=(chromium)
 if [ ${#need_debian[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_debian[*]}" >&2
   as_root apt-get update -qq

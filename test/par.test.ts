@@ -5,6 +5,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { ParCheckpointSchema, ParTaskFileSchema } from '@polish/protocol';
+import { canonicalJson } from '@polish/orchestrator';
+import { createHmac } from 'node:crypto';
 import { parse, stringify } from 'yaml';
 import { polish, REPO } from './support/cli.js';
 import { startPolish } from './support/processes.js';
@@ -257,6 +259,64 @@ describe('polish par', () => {
     const again = await resume(ws);
     expect(again.code).toBe(7);
     expect(ws.task().cycles).toHaveLength(1);
+  });
+
+  it('a revise decision stops the task for rework; a decision is refused while the run is not waiting', async () => {
+    const keyHashes = { alice: createHash('sha256').update(SECRET).digest('hex') };
+    const ws = workspace({ keyHashes, limits: { checkpoint_transcript_bytes: 1000, max_transcript_bytes: 1_000_000 } });
+    // Cycle 1 hands back at a checkpoint (transcript growth): nothing asks a human yet.
+    expect((await run(ws, ['--human-gate', 'a maintainer accepts the change'])).code).toBe(3);
+    const early = await polish(['par', 'decide', '--topic', 't', '--workspace', ws.directory, '--gate', 'H1', '--approve', '--key-id', 'alice', '--rationale', 'too early'], { env: env({ alice: SECRET }) });
+    expect(early.code).toBe(2);
+    expect(early.stderr).toContain('is not waiting for a human decision');
+    expect(ws.checkpoint().decisions).toHaveLength(0);
+    // Cycle 2 passes the command and waits; the human asks for a revision.
+    expect((await resume(ws)).code).toBe(5);
+    const revise = await polish(['par', 'decide', '--topic', 't', '--workspace', ws.directory, '--gate', 'H1', '--revise', '--key-id', 'alice', '--rationale', 'rename add'], { env: env({ alice: SECRET }) });
+    expect(revise.code, revise.stderr).toBe(0);
+    const stopped = await resume(ws);
+    expect(stopped.code).toBe(4);
+    expect(JSON.parse(stopped.stdout).decision.reasons).toEqual(['human_gate:H1:revise']);
+    expect(ws.checkpoint().status).toBe('blocked');
+  });
+
+  it('a run stopped at a limit continues on resume once a signed override raises it', async () => {
+    const keyHashes = { alice: createHash('sha256').update(SECRET).digest('hex') };
+    const ws = workspace({ keyHashes, limits: { max_cycles: 1 } });
+    const stopped = await run(ws);
+    expect(stopped.code).toBe(4);
+    expect(JSON.parse(stopped.stdout).decision.reasons).toEqual(['limit_reached:cycle=1:max_cycles=1']);
+    const checkpoint = ws.checkpoint();
+    expect(checkpoint.status).toBe('budget_exhausted');
+    expect(checkpoint.pending_action_hash).toMatch(/^[a-f0-9]{64}$/);
+    // Without an override, resume stops again for the same reason.
+    expect((await resume(ws)).code).toBe(4);
+    const unsigned = { limit: 'max_cycles', value: 3, observed_value: 0, reason: 'one more try', actor: 'human:alice', timestamp: '2026-11-30T12:00:00Z', affected_action_hash: checkpoint.pending_action_hash };
+    const signature = createHmac('sha256', SECRET).update(canonicalJson(unsigned), 'utf8').digest('hex');
+    const path = join(ws.directory, '.coord/task-checkpoint.json');
+    writeFileSync(path, JSON.stringify({ ...ws.checkpoint(), overrides: [{ ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: 'alice', signature } }] }));
+    const resumed = await resume(ws);
+    expect(resumed.code, resumed.stderr).toBe(0);
+    expect(JSON.parse(resumed.stdout).decision.effective_limits.max_cycles).toBe(3);
+    expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'pass']);
+  });
+
+  it('a command critique that outlives its timeout is killed and recorded as a failure, run once', async () => {
+    const ws = workspace({ limits: { max_cycles: 1 } });
+    const outcome = await run(ws, ['--critique-timeout', '1'], ['--critique', 'command', '--command', 'echo started; sleep 30']);
+    expect(outcome.code, outcome.stderr).toBe(4);
+    const [cycle] = ws.task().cycles;
+    expect(cycle?.verdict).toBe('fail');
+    expect(cycle?.critique).toMatch(/^`echo started; sleep 30`: timed out after 1 s\nstarted/);
+    expect(outcome.stderr.match(/command critique/g)).toHaveLength(1);
+  });
+
+  it('the agent cannot write its own policy: the cycle ends as an error', async () => {
+    const ws = workspace({ script: { 'par.plan': [{ answer: plan('raise my limits') }], 'par.act': [{ answer: { changes: [{ path: 'policy.json', content: '{}' }], self_assessment: { passed: true, notes: '' } } }] } });
+    const outcome = await run(ws);
+    expect(outcome.code).toBe(7);
+    expect(ws.task().cycles[0]?.critique).toContain('the agent may not write the policy or the checkpoint (policy.json)');
+    expect(JSON.parse(ws.read('policy.json')).limits.max_cycles).toBe(basePolicy.limits.max_cycles);
   });
 
   it('refuses bad input with one line naming the problem, and writes nothing', async () => {

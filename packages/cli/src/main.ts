@@ -9,6 +9,7 @@ import { controlCommand } from './commands/control.js';
 import { policyEvaluateCommand, policyValidateCommand } from './commands/policy.js';
 import { parDecideCommand, parResumeCommand, parRunCommand } from './commands/par.js';
 import { registerMemoryCommands } from './commands/memory.js';
+import { inspectCommand } from './commands/inspect.js';
 import { InputError } from './input-error.js';
 import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
@@ -38,7 +39,9 @@ const topologyOptions = (command: Command) =>
     .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
     .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
     .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
-    .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)');
+    .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+    .option('--inspect [inspector]', 'watch the run in the local inspector page (or `stately`: Stately\'s hosted inspector, online only)')
+    .option('--inspect-port <port>', 'port of the local inspector page (default 4800; 0 picks a free one)');
 
 modelOptions(topologyOptions(
   program
@@ -109,6 +112,16 @@ controlOptions(
 ).action(async (runId: string, flags) => {
   process.exitCode = await controlCommand('extend', runId, flags);
 });
+
+program
+  .command('inspect')
+  .description('serve the local inspector page: every run on this NATS, live, with replay')
+  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
+  .option('--port <port>', 'port (default 4800; 0 picks a free one)')
+  .option('--host <address>', 'address to bind (default 127.0.0.1: this machine only)')
+  .action(async (flags) => {
+    process.exitCode = await inspectCommand(flags);
+  });
 
 const policy = program.command('policy').description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');
 policy

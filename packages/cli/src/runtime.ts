@@ -27,6 +27,8 @@ export interface RuntimeOptions {
 /** A connected runtime: a NATS dispatcher, and what to stop afterwards. */
 export interface Runtime {
   dispatcher: Dispatcher;
+  /** The orchestrator's connection: run events are published on it. */
+  connection: NatsConnection;
   natsUrl: string;
   embedded: boolean;
   /** Largest message the NATS server accepts, in bytes. */
@@ -64,6 +66,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     const connection = await connectTo(options.natsUrl);
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      connection,
       natsUrl: options.natsUrl,
       embedded: false,
       maxPayload: connection.info?.max_payload ?? 1024 * 1024,
@@ -92,7 +95,8 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
   const close = async (closeOptions: { abandon?: boolean } = {}) => {
     await connection?.drain().catch(() => undefined);
     // After a run has ended no task is in hand, so a worker that does not leave within 30 s is stuck.
-    await host?.stop({ graceMs: closeOptions.abandon ? 0 : 30_000 });
+    // Abandoned: a second for workers to stop what they started (a critique command), then killed.
+    await host?.stop({ graceMs: closeOptions.abandon ? 1_000 : 30_000 });
     await server?.stop();
     process.off('exit', killOnExit);
     rmSync(storeDir, { recursive: true, force: true });
@@ -115,6 +119,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     connection = await connectTo(server.url);
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      connection,
       natsUrl: server.url,
       embedded: true,
       maxPayload: connection.info?.max_payload ?? 1024 * 1024,

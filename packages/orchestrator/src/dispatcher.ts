@@ -16,6 +16,10 @@ export interface DispatchOptions {
   signal?: AbortSignal;
   /** Identifies the task across retries and restarts (run, wave, iteration); each dispatch adds its attempt. */
   idempotencyKey?: string;
+  /** This task's own reply timeout, instead of the dispatcher's (e.g. a command critique's timeout plus a margin). */
+  timeoutMs?: number;
+  /** This task's own bound on dispatches; 1 sends it once (a command critique is never re-run). */
+  maxAttempts?: number;
 }
 
 /**

@@ -17,9 +17,9 @@ export type TaskHandler = (task: TaskEnvelope) => Promise<TaskReply>;
  * wire schemas in both directions, so what works here works over NATS.
  */
 export function createInProcessDispatcher(handler: TaskHandler, options: { taskTimeoutMs?: number } = {}): Dispatcher {
-  const timeoutMs = options.taskTimeoutMs ?? 120_000;
   return {
     async dispatch(role, payload, dispatchOptions) {
+      const timeoutMs = dispatchOptions?.timeoutMs ?? options.taskTimeoutMs ?? 120_000;
       dispatchOptions?.signal?.throwIfAborted();
       const task = TaskEnvelopeSchema.parse({
         v: PROTOCOL_VERSION,

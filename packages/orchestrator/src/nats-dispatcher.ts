@@ -10,7 +10,7 @@ import {
   taskSubject,
   type TaskRole,
 } from '@polish/protocol';
-import type { Dispatcher, DispatchOutcome } from './dispatcher.js';
+import type { DispatchOptions, Dispatcher, DispatchOutcome } from './dispatcher.js';
 
 /** Settings of the NATS dispatcher; every bound is finite, so a run can never hang. */
 export interface NatsDispatcherOptions {
@@ -57,8 +57,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   const firstBackoffMs = options.backoffMs ?? 20;
 
   /** One request, raced against the caller's abort so a cancelled run stops waiting at once. */
-  function request(subject: string, task: string, signal?: AbortSignal) {
-    const pending = options.connection.request(subject, task, { timeout: taskTimeoutMs });
+  function request(subject: string, task: string, timeoutMs: number, signal?: AbortSignal) {
+    const pending = options.connection.request(subject, task, { timeout: timeoutMs });
     if (!signal) return pending;
     return new Promise<Awaited<typeof pending>>((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
@@ -67,7 +67,10 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     });
   }
 
-  async function dispatch(role: TaskRole, payload: unknown, signal?: AbortSignal, idempotencyKey?: string): Promise<DispatchOutcome> {
+  async function dispatch(role: TaskRole, payload: unknown, dispatchOptions: DispatchOptions = {}): Promise<DispatchOutcome> {
+    const { signal, idempotencyKey } = dispatchOptions;
+    const timeoutMs = dispatchOptions.timeoutMs ?? taskTimeoutMs;
+    const attemptsAllowed = dispatchOptions.maxAttempts ?? maxAttempts;
     const subject = taskSubject(role, prefix);
     const taskId = randomUUID();
     let backoffMs = firstBackoffMs;
@@ -82,13 +85,13 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         taskId,
         role,
         attempt,
-        deadline: Date.now() + taskTimeoutMs,
+        deadline: Date.now() + timeoutMs,
         ...(idempotencyKey ? { idempotencyKey: createHash('sha256').update(`${idempotencyKey}/${attempt}`).digest('hex') } : {}),
         payload,
       });
       let failure: PolishError;
       try {
-        const message = await request(subject, JSON.stringify(task), signal);
+        const message = await request(subject, JSON.stringify(task), timeoutMs, signal);
         const reply = TaskReplySchema.parse(message.json());
         if (reply.taskId !== taskId) throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
         if (reply.ok) return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };
@@ -108,7 +111,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           continue;
         }
         failure = isTimeout(error)
-          ? new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(taskTimeoutMs)}`, { cause: error })
+          ? new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(timeoutMs)}`, { cause: error })
           : error instanceof PolishError
             ? error
             : new PolishError('INTERNAL', `${role} dispatch failed: ${String(error)}`, { cause: error });
@@ -116,7 +119,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
       // A timeout or a crashed worker (retryable) is dispatched again, within bounds; anything else is final.
       noRespondersSince = undefined;
       if (!failure.retryable) throw failure;
-      if (attempt >= maxAttempts) {
+      if (attempt >= attemptsAllowed) {
         throw new PolishError(failure.code, `${failure.message} (${attempt} attempt${attempt === 1 ? "" : "s"})`, { cause: failure, retryable: false });
       }
       attempt += 1;
@@ -126,6 +129,6 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   }
 
   return {
-    dispatch: (role, payload, dispatchOptions) => dispatch(role, payload, dispatchOptions?.signal, dispatchOptions?.idempotencyKey),
+    dispatch: (role, payload, dispatchOptions) => dispatch(role, payload, dispatchOptions),
   };
 }

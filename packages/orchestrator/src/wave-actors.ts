@@ -1,6 +1,7 @@
 import { fromPromise } from 'xstate';
 import {
   CriteriaResultSchema,
+  EVENT_PAYLOAD_LIMIT,
   PolishError,
   RevisionSchema,
   ZERO_USAGE,
@@ -52,6 +53,12 @@ export interface WaveLedger {
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
+/** A payload or result for an event: the value and its size, the value left out when it is large. */
+export function inspectable<K extends 'payload' | 'result'>(key: K, value: unknown): { [P in K]?: unknown } & { [P in `${K}_bytes`]: number } {
+  const bytes = Buffer.byteLength(JSON.stringify(value ?? null));
+  return { [key]: bytes <= EVENT_PAYLOAD_LIMIT ? value : undefined, [`${key}_bytes`]: bytes } as never;
+}
+
 /** Input of a wave actor: the payload that crosses the wire, plus the iteration for reporting only. */
 export interface WaveInput<R extends Role> {
   payload: PayloadOf<R>;
@@ -77,7 +84,7 @@ async function runWave<R extends Role, T>(
     }
     await options.ledger.persisted();
   }
-  options.report?.({ type: 'wave.started', role, iteration: input.iteration });
+  options.report?.({ type: 'wave.started', role, iteration: input.iteration, ...inspectable('payload', input.payload) });
   let lastProblem = '';
   let dispatches = 0;
   // Usage of answers that were discarded or failed: paid for, so counted in the failure.
@@ -103,6 +110,7 @@ async function runWave<R extends Role, T>(
         model: outcome.model,
         worker: outcome.worker,
         attempts: dispatches,
+        ...inspectable('result', outcome.result),
       });
       const output = { value: parsed.data, usage: outcome.usage, model: outcome.model };
       signal.throwIfAborted();

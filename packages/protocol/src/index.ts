@@ -63,7 +63,7 @@ export {
   type IterationRecord,
   type RunResult,
 } from './run-result.js';
-export { RunEventSchema, type RunEvent } from './run-event.js';
+export { RunEventSchema, EVENT_PAYLOAD_LIMIT, type RunEvent } from './run-event.js';
 export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject } from './subjects.js';
 export { renderJsonSchemas } from './json-schemas.js';
 export {

@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { RoleSchema } from './roles.js';
+import { TaskRoleSchema } from './roles.js';
+import { PolicyDecisionSchema } from './par-policy.js';
+import { AcceptanceListSchema, CritiqueSourceSchema, ParCycleRecordSchema, ParFinalStatusSchema } from './par.js';
 import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { CostSchema, RunStatusSchema } from './run-result.js';
@@ -11,11 +13,19 @@ const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
 export const RunEventSchema = z.discriminatedUnion('type', [
   z.strictObject({ ...eventFields, type: z.literal('run.started'), cap: z.int(), threshold: z.string() }),
   z.strictObject({ ...eventFields, type: z.literal('state.entered'), state: z.string() }),
-  z.strictObject({ ...eventFields, type: z.literal('wave.started'), role: RoleSchema, iteration: z.int().min(0) }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('wave.started'),
+    role: TaskRoleSchema,
+    iteration: z.int().min(0),
+    /** What the agent received (for inspection), left out above EVENT_PAYLOAD_LIMIT bytes. */
+    payload: z.unknown().optional(),
+    payload_bytes: z.int().min(0).optional(),
+  }),
   z.strictObject({
     ...eventFields,
     type: z.literal('wave.finished'),
-    role: RoleSchema,
+    role: TaskRoleSchema,
     iteration: z.int().min(0),
     duration_ms: z.number().min(0),
     usage: UsageSchema,
@@ -23,6 +33,9 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     /** The process that answered, and how many dispatches it took (retries and re-dispatches included). */
     worker: WorkerInfoSchema,
     attempts: z.int().min(1),
+    /** What the agent returned (for inspection), left out above EVENT_PAYLOAD_LIMIT bytes. */
+    result: z.unknown().optional(),
+    result_bytes: z.int().min(0).optional(),
   }),
   z.strictObject({ ...eventFields, type: z.literal('criteria.locked'), criteria: CriteriaListSchema, extracted: z.boolean() }),
   z.strictObject({
@@ -43,5 +56,22 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     usage: UsageSchema,
     cost: CostSchema.optional(),
   }),
+  // Plan-act-reflect runs: the task, each recorded cycle, each policy decision, and the end.
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('par.started'),
+    topic: z.string(),
+    goal: z.string(),
+    acceptance_criteria: AcceptanceListSchema,
+    critique_source: CritiqueSourceSchema,
+    /** Cycles already recorded when this run (a resume) started. */
+    cycles_before: z.int().min(0),
+  }),
+  z.strictObject({ ...eventFields, type: z.literal('par.cycle'), record: ParCycleRecordSchema, checkpoint_status: z.string() }),
+  z.strictObject({ ...eventFields, type: z.literal('par.decision'), decision: PolicyDecisionSchema }),
+  z.strictObject({ ...eventFields, type: z.literal('par.finished'), final_status: ParFinalStatusSchema, reason: z.string(), cycles: z.int().min(0) }),
 ]);
+
+/** Payloads and results larger than this are left out of events (the stream keeps messages small). */
+export const EVENT_PAYLOAD_LIMIT = 256 * 1024;
 export type RunEvent = z.infer<typeof RunEventSchema>;

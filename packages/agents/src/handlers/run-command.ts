@@ -39,20 +39,30 @@ export async function runCommand(payload: ParCommandPayload, environment: NodeJS
       };
       child.stdout.on('data', collect);
       child.stderr.on('data', collect);
-      const timer = setTimeout(() => {
-        timedOut = true;
+      const killGroup = () => {
         try {
           if (child.pid) process.kill(-child.pid, 'SIGKILL');
         } catch {
           // Already gone.
         }
+      };
+      const timer = setTimeout(() => {
+        timedOut = true;
+        killGroup();
       }, payload.timeout_ms);
-      child.on('error', (error) => {
+      // The command has its own process group, so it would outlive this worker: a worker told to
+      // stop (the run was interrupted) takes the command down with it.
+      process.once('SIGTERM', killGroup);
+      const done = () => {
         clearTimeout(timer);
+        process.off('SIGTERM', killGroup);
+      };
+      child.on('error', (error) => {
+        done();
         resolve({ code: null, timedOut: false, output: `could not start sh: ${error.message}` });
       });
       child.on('close', (code) => {
-        clearTimeout(timer);
+        done();
         resolve({ code, timedOut, output });
       });
     });

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import {
@@ -19,6 +20,7 @@ import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { openRuntime } from '../runtime.js';
 import { readTopology, type TopologyFlags } from './run.js';
 import { abortOnInterrupt } from '../interrupts.js';
+import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 
 /** Exit codes of `polish par run|resume` (README, "Plan-act-reflect"). */
 export const PAR_EXIT: Record<ParFinalStatus, number> = { pass: 0, checkpoint: 3, stop: 4, 'needs-human': 5, error: 7 };
@@ -26,7 +28,7 @@ export const PAR_EXIT: Record<ParFinalStatus, number> = { pass: 0, checkpoint: 3
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 /** Flags shared by `par run` and `par resume`. */
-export interface ParCommonFlags extends ModelFlags, TopologyFlags {
+export interface ParCommonFlags extends ModelFlags, TopologyFlags, InspectFlags {
   topic?: string;
   workspace?: string;
   git?: boolean;
@@ -130,20 +132,45 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   const topology = readTopology(flags);
   const models = topology.natsUrl ? undefined : resolveModels(flags, process.env, roles);
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
+  const mode = inspectModeOf(flags);
   const interrupt = abortOnInterrupt();
   let result: ParRunResult;
   try {
     const runtime = await openRuntime({ ...topology, roles, ...(models ? { models: models.byRole } : {}) });
     try {
-      result = await runPar({ workspace, topic, dispatcher: runtime.dispatcher, humanKeys, signal: interrupt.signal, onProgress: log, ...(flags.git ? { git: true } : {}) });
-    } catch (error) {
-      throw asInputError(error);
+      const runId = `par-${topic}-${randomUUID()}`;
+      const observed = await observeRun(runtime, runId, mode, flags);
+      try {
+        result = await runPar({
+          workspace,
+          topic,
+          runId,
+          dispatcher: runtime.dispatcher,
+          humanKeys,
+          signal: interrupt.signal,
+          onProgress: log,
+          onEvent: observed.onEvent,
+          inspect: observed.inspect,
+          ...(flags.git ? { git: true } : {}),
+        });
+      } catch (error) {
+        throw asInputError(error);
+      }
+      report(result, flags);
+      interrupt.dispose();
+      await observed.finish();
     } finally {
       await runtime.close({ abandon: interrupt.signal.aborted });
     }
   } finally {
     interrupt.dispose();
   }
+  return PAR_EXIT[result.final_status];
+}
+
+/** Prints how a PAR run ended and what to do next. */
+function report(result: ParRunResult, flags: ParCommonFlags): void {
+  const topic = result.topic;
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   log(`polish: par ${topic}: ${result.final_status.toUpperCase()} after ${result.cycles} cycle${result.cycles === 1 ? '' : 's'}: ${result.reason}`);
   if (result.final_status === 'needs-human') {
@@ -151,7 +178,6 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   }
   if (result.final_status === 'checkpoint') log(`polish: continue with: polish par resume --topic ${topic}`);
   log(`polish: report: ${result.files.final}`);
-  return PAR_EXIT[result.final_status];
 }
 
 /** `polish par run --topic T …`: writes the task's files, then runs it. */

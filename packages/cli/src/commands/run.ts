@@ -12,6 +12,7 @@ import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { SetupError } from '../setup-error.js';
 import { abortOnInterrupt } from '../interrupts.js';
+import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
 export interface TopologyFlags {
@@ -24,7 +25,7 @@ export interface TopologyFlags {
 }
 
 /** Flags of `polish run`. */
-export interface RunFlags extends SpecFlags, ModelFlags, TopologyFlags {
+export interface RunFlags extends SpecFlags, ModelFlags, TopologyFlags, InspectFlags {
   out?: string;
   json?: boolean;
   /** With --nats: orchestrate here even if a `polish serve` is there. */
@@ -55,22 +56,43 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
 }
 
 /**
- * Runs a validated spec over NATS to its end, reporting progress on stderr. Ctrl-C or
- * SIGTERM cancels the run; whatever was started (nats-server, workers) is stopped either way.
+ * Runs a validated spec over NATS to its end, reporting progress on stderr, and hands the result
+ * to `emit` (which prints it and returns the exit code). Ctrl-C or SIGTERM cancels the run;
+ * whatever was started (nats-server, workers) is stopped either way. Its events go to NATS;
+ * with `--inspect` the local inspector shows it, and stays open after the run until Ctrl-C.
  */
-export async function executeRun(spec: RunSpec, runtimeOptions: RuntimeOptions, prices?: ResolvedModels['prices']): Promise<RunResult> {
+export async function executeRun(
+  spec: RunSpec,
+  runtimeOptions: RuntimeOptions,
+  prices: ResolvedModels['prices'] | undefined,
+  inspectFlags: InspectFlags,
+  emit: (result: RunResult) => number,
+): Promise<number> {
+  const mode = inspectModeOf(inspectFlags);
   const interrupt = abortOnInterrupt();
   try {
     const runtime = await openRuntime(runtimeOptions);
     try {
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
       checkFits(spec, runtime.maxPayload);
-      return await startPolish(spec, {
+      const runId = randomUUID();
+      const observed = await observeRun(runtime, runId, mode, inspectFlags);
+      const progress = createProgressReporter();
+      const result = await startPolish(spec, {
+        runId,
         dispatcher: runtime.dispatcher,
-        onEvent: createProgressReporter(),
+        onEvent: (event) => {
+          progress(event);
+          observed.onEvent(event);
+        },
+        inspect: observed.inspect,
         signal: interrupt.signal,
         ...(prices ? { prices } : {}),
       }).result;
+      const code = emit(result);
+      interrupt.dispose();
+      await observed.finish();
+      return code;
     } finally {
       await runtime.close({ abandon: interrupt.signal.aborted });
     }
@@ -169,7 +191,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const prices = models?.prices ?? resolvePrices(flags);
   try {
-    return emitResult(await executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices), flags);
+    return await executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices, flags, (result) => emitResult(result, flags));
   } catch (error) {
     if (error instanceof PolishError && error.code === 'INVALID_INPUT') throw new InputError('spec', error.message);
     throw error;

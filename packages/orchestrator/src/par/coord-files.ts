@@ -105,7 +105,28 @@ export function readWorkspace(workspace: string): ParFiles {
   return files;
 }
 
-/** Applies an action's whole-file writes to the workspace, each file atomically. */
+/** Refuses a path whose folders include a symbolic link: a write must not leave the workspace through one. */
+function checkNoLinks(workspace: string, path: string): void {
+  let folder = workspace;
+  for (const part of path.split('/').slice(0, -1)) {
+    folder = join(folder, part);
+    let isLink = false;
+    try {
+      isLink = lstatSync(folder).isSymbolicLink();
+    } catch {
+      return; // Not there yet: it will be created as a real folder.
+    }
+    if (isLink) throw new ParInputError(`the agent's change to ${path} goes through a symbolic link (${relative(workspace, folder)}): refused`);
+  }
+  try {
+    if (lstatSync(join(workspace, path)).isSymbolicLink()) throw new ParInputError(`the agent's change to ${path} would replace a symbolic link: refused`);
+  } catch (error) {
+    if (error instanceof ParInputError) throw error;
+  }
+}
+
+/** Applies an action's whole-file writes to the workspace, each file atomically, never through a symbolic link. */
 export function writeChanges(workspace: string, changes: ParAction['changes']): void {
+  for (const change of changes) checkNoLinks(workspace, change.path);
   for (const change of changes) writeFileAtomic(join(workspace, change.path), change.content);
 }

@@ -34,14 +34,27 @@ export const artifactDigest = (files: ParFiles) => sha256(canonicalJson(files));
 /** How much of a command's output the agent is told (the evidence file keeps the whole tail). */
 const SUMMARY_TAIL = 600;
 
+// Named by the normalized content: the same result in another cycle is the same evidence.
 const evidence = (kind: string, extension: string, content: string): EvidenceDocument => ({
-  ref: `.coord/evidence/${kind}-${sha256(content).slice(0, 16)}.${extension}`,
+  ref: `.coord/evidence/${kind}-${sha256(normalizeOutput(content)).slice(0, 16)}.${extension}`,
   content,
 });
 
 function commandEvidence(command: string, result: ParCommandResult, extra = ''): string {
   // The duration is left out: the same result must give the same evidence file.
   return `command: ${command}\nexit code: ${result.exit_code ?? 'none (killed)'}\ntimed out: ${result.timed_out}\n${extra}--- output (tail) ---\n${result.output_tail}\n`;
+}
+
+/**
+ * Output as compared across cycles: durations and clock times masked, so a test runner that
+ * prints how long it took still gives the same failure the same signature.
+ */
+export function normalizeOutput(text: string): string {
+  return text
+    .replace(/\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(?:\.\d+)?Z?/g, '<time>')
+    .replace(/\b\d{1,2}:\d{2}:\d{2}\b/g, '<time>')
+    .replace(/\b\d+(?:\.\d+)?\s?(?:ms|s|µs|us|ns|sec|secs|seconds|milliseconds)\b/g, '<duration>')
+    .replace(/(duration[_ ]?(?:ms)?[:=]?\s*)\d+(?:\.\d+)?/gi, '$1<duration>');
 }
 
 /** The last number a score command printed. */
@@ -61,8 +74,9 @@ export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer
     const { result } = answer;
     const status = result.timed_out ? `timed out after ${source.timeout_seconds} s` : `exit ${result.exit_code ?? 'none'}`;
     const tail = result.output_tail.slice(-SUMMARY_TAIL).trim();
-    if (result.exit_code === null && !result.timed_out) {
-      return { source: source.kind, verdict: 'error', failureSignature: null, evidence: [], summary: `the command could not run: ${tail}` };
+    // 126/127: the shell could not run the command (not executable, not found): the critique is missing, not failing.
+    if ((result.exit_code === null && !result.timed_out) || result.exit_code === 126 || result.exit_code === 127) {
+      return { source: source.kind, verdict: 'error', failureSignature: null, evidence: [], summary: `the command could not run (${status}): ${tail}` };
     }
     if (source.kind === 'command') {
       const passed = result.exit_code === 0 && !result.timed_out;
@@ -70,7 +84,7 @@ export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer
       return {
         source: 'command',
         verdict: passed ? 'pass' : 'fail',
-        failureSignature: passed ? null : sha256(`${status}\n${result.output_tail}`),
+        failureSignature: passed ? null : sha256(`${status}\n${normalizeOutput(result.output_tail)}`),
         evidence: [evidence('command', 'txt', content)],
         summary: `\`${source.command}\`: ${status}${tail ? `\n${tail}` : ''}`,
       };

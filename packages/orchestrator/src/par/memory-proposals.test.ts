@@ -1,10 +1,32 @@
+import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import type * as nodeFs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { fileURLToPath } from 'node:url';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { canonicalJson } from './canonical-json.js';
-import { decideMemoryProposal, listMemoryProposals, MemoryProposalError, proposeMemory, verifyMemoryLog } from './memory-proposals.js';
+import { decideMemoryProposal, listMemoryProposals, memoryLockSettings, MemoryProposalError, proposeMemory, verifyMemoryLog } from './memory-proposals.js';
+
+// Lets a test make one fs write fail, as a full disk would, while everything else goes through.
+const failing = vi.hoisted(() => ({ append: undefined as ((write: () => void, text: string) => void) | undefined, rename: false }));
+vi.mock('node:fs', async (importOriginal) => {
+  const fs = await importOriginal<typeof nodeFs>();
+  return {
+    ...fs,
+    appendFileSync: (path: string, text: string) => (failing.append ? failing.append(() => fs.appendFileSync(path, text.slice(0, 40)), text) : fs.appendFileSync(path, text)),
+    renameSync: (from: string, to: string) => {
+      if (failing.rename) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+      fs.renameSync(from, to);
+    },
+  };
+});
+afterEach(() => {
+  failing.append = undefined;
+  failing.rename = false;
+  memoryLockSettings.timeoutMs = 10_000;
+});
 
 // The public sample policy beside the repository when it is there, else the test copy.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
@@ -134,5 +156,134 @@ describe('memory proposals', () => {
     const otherSecret = 'another secret';
     const otherPolicy = { ...POLICY, human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(otherSecret).digest('hex') } } };
     expect(verifyMemoryLog(dir, { policy: otherPolicy, secrets: { [KEY]: otherSecret } })).toMatchObject({ ok: false, problem: 'events.jsonl: line 2: bad signature' });
+  });
+});
+
+describe('memory proposals: the lock and the order of writes', () => {
+  const lock = (dir: string) => join(dir, 'memory-proposals', '.lock');
+  const holdLock = (dir: string, content: string) => {
+    mkdirSync(join(dir, 'memory-proposals'), { recursive: true });
+    writeFileSync(lock(dir), content);
+  };
+
+  it('waits for a live holder and then gives up naming the lock file, having written nothing', () => {
+    const dir = coord();
+    proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
+    holdLock(dir, `${process.pid}\n`);
+    const before = snapshot(dir);
+    memoryLockSettings.timeoutMs = 100;
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(MemoryProposalError);
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(`waiting for the lock ${lock(dir)} (held by pid ${process.pid})`);
+    expect(() => approve(dir, listMemoryProposals(dir)[0]!.proposal_id)).toThrow(/timed out after 100 ms waiting for the lock .*\.lock/);
+    expect(() => verifyMemoryLog(dir)).toThrow(/waiting for the lock/);
+    expect(snapshot(dir)).toEqual(before);
+  });
+
+  it('removes the lock of a process that is gone, and one whose holder never wrote its pid', () => {
+    const dir = coord();
+    const gone = spawnSync(process.execPath, ['-e', '']).pid!;
+    holdLock(dir, `${gone}\n`);
+    proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
+    expect(existsSync(lock(dir))).toBe(false);
+    holdLock(dir, '');
+    const past = new Date(Date.now() - 60_000);
+    utimesSync(lock(dir), past, past);
+    proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0);
+    expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(['events.jsonl', ...listMemoryProposals(dir).map((p) => `${p.proposal_id}.json`)].sort());
+    expect(verifyMemoryLog(dir).events).toHaveLength(2);
+  });
+
+  it('a failed append writes nothing: no proposal file, the log as it was (a partial line cut back), the lock released', () => {
+    const dir = coord();
+    const { proposal_id: id } = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
+    const before = snapshot(dir);
+    failing.append = (writeSome) => {
+      writeSome();
+      throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
+    };
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow('cannot append to events.jsonl (ENOSPC)');
+    expect(() => approve(dir, id)).toThrow('cannot append to events.jsonl (ENOSPC)');
+    expect(snapshot(dir)).toEqual(before);
+    failing.append = undefined;
+    expect(verifyMemoryLog(dir).ok).toBe(true);
+    expect(approve(dir, id).state).toBe('approved');
+  });
+
+  it('the event comes first: a file that then fails to be written is reported as missing, by every operation', () => {
+    const dir = coord();
+    failing.rename = true;
+    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(/^mp-[a-f0-9]{12} is recorded as proposed in events.jsonl line 1, but mp-[a-f0-9]{12}\.json could not be written \(ENOSPC\)$/);
+    failing.rename = false;
+    const [event] = logLines(dir).map((line) => JSON.parse(line));
+    expect(readdirSync(join(dir, 'memory-proposals'))).toEqual(['events.jsonl']); // no temporary file, no lock
+    expect(verifyMemoryLog(dir)).toMatchObject({ ok: false, problem: `${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal` });
+    expect(() => approve(dir, event.proposal_id)).toThrow(`${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal`);
+    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(`proposal ${event.proposal_id} already exists`);
+    expect(logLines(dir)).toHaveLength(1);
+
+    const other = coord();
+    const { proposal_id: id } = proposeMemory(other, { source_task: 'task-7', action: ACTION }, T0);
+    failing.rename = true;
+    expect(() => approve(other, id)).toThrow(`${id} is recorded as approved in events.jsonl line 2, but ${id}.json could not be written (ENOSPC)`);
+    failing.rename = false;
+    expect(verifyMemoryLog(other).problem).toBe(`${id}.json says proposed, the log says approved`);
+    expect(() => approve(other, id)).toThrow(/it is already approved/);
+  });
+
+  // Separate processes, each with its own copy of the module, like concurrent `polish memory` runs.
+  // They use the built module: `npx tsc -b packages/orchestrator` (or `pnpm build`) first.
+  it('keeps the log whole with 6 processes proposing and approving at once', async () => {
+    const built = fileURLToPath(new URL('../../dist/par/memory-proposals.js', import.meta.url));
+    const source = fileURLToPath(new URL('memory-proposals.ts', import.meta.url));
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(source).mtimeMs) throw new Error(`${built} is missing or older than its source: run npx tsc -b packages/orchestrator`);
+    const dir = coord();
+    const WORKERS = 6;
+    const EACH = 4;
+    // Each child imports the module, says ready, and starts only when told to: all of them at once.
+    const script = `
+      const { proposeMemory, decideMemoryProposal } = await import(process.env.MODULE);
+      const { dir, worker, each, action, at, policy, secrets } = JSON.parse(process.env.JOB);
+      process.stdout.write('ready\\n');
+      process.stdin.once('data', () => {
+        const ids = [];
+        for (let i = 0; i < each; i += 1) ids.push(proposeMemory(dir, { source_task: 'task-' + worker + '-' + i, action }, new Date(at)).proposal_id);
+        decideMemoryProposal(dir, ids[0], { decision: 'approve', keyId: 'alice', rationale: 'seen', policy, secrets }, new Date(at));
+        process.stdout.write(JSON.stringify(ids) + '\\n');
+        process.exit(0);
+      });`;
+    const children = Array.from({ length: WORKERS }, (_, worker) => {
+      const job = { dir, worker, each: EACH, action: ACTION, at: T0.toISOString(), policy: POLICY, secrets: SECRETS };
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, MODULE: built, JOB: JSON.stringify(job) }, stdio: ['pipe', 'pipe', 'pipe'] });
+      let stdout = '';
+      let stderr = '';
+      const ready = new Promise<void>((resolve, reject) => {
+        child.stdout.on('data', (chunk: Buffer) => {
+          stdout += chunk.toString();
+          if (stdout.startsWith('ready\n')) resolve();
+        });
+        child.once('exit', () => reject(new Error(`worker ${worker} exited before it was ready: ${stderr}`)));
+      });
+      child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+      const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+      return { child, ready, exited };
+    });
+    try {
+      await Promise.all(children.map(({ ready }) => ready));
+      for (const { child } of children) child.stdin.write('go\n');
+      const results = await Promise.all(children.map(({ exited }) => exited));
+      for (const result of results) expect([result.code, result.stderr]).toEqual([0, '']);
+      const ids = results.flatMap((result) => JSON.parse(result.stdout.split('\n')[1]!) as string[]);
+      expect(new Set(ids).size).toBe(WORKERS * EACH);
+
+      const check = verifyMemoryLog(dir, { policy: POLICY, secrets: SECRETS });
+      expect(check.problem).toBeUndefined();
+      expect(check.events.map((event) => event.seq)).toEqual(Array.from({ length: WORKERS * (EACH + 1) }, (_, index) => index + 1));
+      const proposals = listMemoryProposals(dir);
+      expect(proposals.map((proposal) => proposal.proposal_id).sort()).toEqual([...ids].sort());
+      expect(proposals.filter((proposal) => proposal.state === 'approved')).toHaveLength(WORKERS);
+      expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(['events.jsonl', ...ids.map((id) => `${id}.json`)].sort());
+    } finally {
+      for (const { child } of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+    }
   });
 });

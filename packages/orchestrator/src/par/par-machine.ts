@@ -139,7 +139,10 @@ function classify(context: ParContext, now: number): CycleToRecord {
     if (gates.length > 0) {
       recordVerdict = 'needs-human';
       checkpoint = { ...checkpoint, status: 'waiting_for_human' };
-      checkpoint = { ...checkpoint, pending_action_hash: pendingActionHash(context.task, checkpoint, artifact) };
+      // Signed records name the pending action they concern: it is not renamed under them.
+      if (checkpoint.decisions.length + checkpoint.overrides.length === 0) {
+        checkpoint = { ...checkpoint, pending_action_hash: pendingActionHash(context.task, checkpoint, artifact) };
+      }
     }
   }
   if (classification.status === 'error') checkpoint = { ...checkpoint, stop_reason: `infrastructure error: ${cycle.error ?? 'the critique failed'}` };
@@ -210,6 +213,12 @@ export const parMachine = setup({
         src: 'decide',
         input: ({ context }) => context.pending?.checkpoint ?? context.checkpoint,
         onDone: [
+          {
+            // Invalid input fails closed: the cycle in hand is not recorded, nothing invalid is written.
+            guard: ({ event }) => event.output.policy_hash === null,
+            target: 'judging',
+            actions: assign({ decision: ({ event }) => event.output, pending: null }),
+          },
           {
             guard: 'hasPending',
             target: 'recording',

@@ -2,7 +2,8 @@ import { existsSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import { ParTaskFileSchema, type HumanDecision, type ParCheckpoint, type ParTaskFile, type ParTaskFileInput } from '@polish/protocol';
 import { checkHumanKey, signHumanRecord, validateCheckpoint, validatePolicy, PolicyInputError } from './policy-engine.js';
-import { coordPaths, readJsonFile, readTaskFile, resolveRef, writeFileAtomic, writeTaskFile, ParInputError } from './coord-files.js';
+import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeFileAtomic, writeTaskFile, ParInputError } from './coord-files.js';
+import { pendingActionHash } from './par-machine.js';
 
 /** The default checkpoint file of a workspace (agent-collab-harness layout). */
 export const DEFAULT_CHECKPOINT_REF = '.coord/task-checkpoint.json';
@@ -103,7 +104,13 @@ export function recordHumanDecision(workspace: string, topic: string, input: Hum
   const policy = validatePolicy(readJsonFile(resolveRef(workspace, task.policy_ref), 'policy'));
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   const checkpoint = validateCheckpoint(readJsonFile(checkpointPath, 'checkpoint'), policy, secrets);
-  if (!checkpoint.pending_action_hash) throw new ParInputError(`topic ${topic} has no pending action to decide on (status ${checkpoint.status}); run it until it waits for a human`);
+  if (checkpoint.status !== 'waiting_for_human' || !checkpoint.pending_action_hash) {
+    throw new ParInputError(`topic ${topic} is not waiting for a human decision (status ${checkpoint.status}); a gate is decided when the run asks for it`);
+  }
+  // The decision is about the artifact the run asked about, so it must still be the one on disk.
+  if (pendingActionHash(task, checkpoint, readWorkspace(workspace)) !== checkpoint.pending_action_hash) {
+    throw new ParInputError(`the workspace changed since topic ${topic} asked for a decision; resume it so it can ask about the current files`);
+  }
   const secret = checkHumanKey(policy, secrets, input.keyId, 'key');
   const decision = signHumanRecord(
     {

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { basename, extname } from 'node:path';
+import { basename, extname, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { createActor, fromPromise, toPromise, type InspectionEvent, type Observer } from 'xstate';
 import {
@@ -15,8 +16,10 @@ import {
   type ParTaskFile,
   type PayloadOf,
   type PolicyDecision,
+  type RunEvent,
   type TaskRole,
 } from '@polish/protocol';
+import { inspectable } from '../wave-actors.js';
 import type { z } from 'zod';
 import type { Dispatcher } from '../dispatcher.js';
 import { evaluatePolicy } from './policy-engine.js';
@@ -42,10 +45,26 @@ export interface ParRunOptions {
   /** One line per step, for progress output. */
   onProgress?: (line: string) => void;
   inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
+  /** Identifies this run (or resume) in its events; default `par-<topic>-<uuid>`. */
+  runId?: string;
+  /** Called with every run event, in order (for `polish.v1.events.<runId>` and the inspector). */
+  onEvent?: (event: RunEvent) => void;
+}
+
+type Report = (event: DistributiveOmit<RunEvent, 'runId' | 'at'>) => void;
+type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
+
+/** Where a dispatch reports to: the run's events, the models seen, and the cycle it belongs to. */
+interface DispatchContext {
+  signal: AbortSignal;
+  models: Set<string>;
+  report: Report;
+  cycle: () => number;
 }
 
 /** How a PAR run ended, and where its files are. */
 export interface ParRunResult {
+  run_id: string;
   topic: string;
   final_status: ParFinalStatus;
   reason: string;
@@ -68,18 +87,35 @@ async function dispatchValidated<R extends TaskRole, T>(
   role: R,
   payload: PayloadOf<R>,
   schema: z.ZodType<T>,
-  signal: AbortSignal,
-  seen: Set<string>,
+  context: DispatchContext,
+  once?: { timeoutMs: number },
 ): Promise<ParStep<T>> {
   let problem = '';
-  for (let attempt = 1; attempt <= 2; attempt += 1) {
-    const outcome = await dispatcher.dispatch(role, payload, { signal });
-    if (outcome.model.provider !== 'none') seen.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
+  const started = Date.now();
+  context.report({ type: 'wave.started', role, iteration: context.cycle(), ...inspectable('payload', payload) });
+  // A command critique runs once, with its own timeout: re-running it is not the critique's call.
+  const sends = once ? 1 : 2;
+  for (let attempt = 1; attempt <= sends; attempt += 1) {
+    const outcome = await dispatcher.dispatch(role, payload, { signal: context.signal, ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}) });
+    if (outcome.model.provider !== 'none') context.models.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
     const parsed = schema.safeParse(outcome.result);
-    if (parsed.success) return { value: parsed.data, bytes: wireBytes(payload, outcome.result) };
+    if (parsed.success) {
+      context.report({
+        type: 'wave.finished',
+        role,
+        iteration: context.cycle(),
+        duration_ms: Date.now() - started,
+        usage: outcome.usage,
+        model: outcome.model,
+        worker: outcome.worker,
+        attempts: outcome.attempts + attempt - 1,
+        ...inspectable('result', outcome.result),
+      });
+      return { value: parsed.data, bytes: wireBytes(payload, outcome.result) };
+    }
     problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
   }
-  throw new PolishError('CONTRACT_VIOLATION', `${role} agent broke the contract twice: ${problem}`);
+  throw new PolishError('CONTRACT_VIOLATION', `${role} broke the contract (${sends} answer${sends === 1 ? '' : 's'}): ${problem}`);
 }
 
 async function git(workspace: string, args: string[]): Promise<string> {
@@ -97,11 +133,18 @@ export async function checkGitWorkspace(workspace: string): Promise<void> {
 }
 
 async function commit(workspace: string, message: string): Promise<void> {
-  await git(workspace, ['add', '-A']);
+  // Only the workspace: a workspace inside a larger repository never commits the rest of it.
+  await git(workspace, ['add', '-A', '--', '.']);
   // An identity of our own only where none is configured, so a user's own stays theirs.
   const configured = await git(workspace, ['config', 'user.email']).catch(() => '');
   const identity = configured ? [] : ['-c', 'user.name=polish', '-c', 'user.email=polish@localhost'];
-  await git(workspace, [...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', message]);
+  await git(workspace, [...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', message, '--', '.']);
+}
+
+/** A task file reference as a workspace path (what an agent's change would name), or '' when it is outside. */
+function workspacePathOf(workspace: string, ref: string): string {
+  const path = relative(workspace, resolveRef(workspace, ref)).split('\\').join('/');
+  return path.startsWith('..') ? '' : path;
 }
 
 /** The status a stopped checkpoint records, from the policy's first reason. */
@@ -143,6 +186,8 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
   const humanKeys = options.humanKeys ?? {};
   const progress = options.onProgress ?? (() => undefined);
   const models = new Set<string>();
+  const runId = options.runId ?? `par-${topic}-${randomUUID()}`;
+  const report: Report = (event) => options.onEvent?.({ ...event, runId, at: Date.now() } as RunEvent);
   if (options.git) await checkGitWorkspace(workspace);
 
   const finish = (task: ParTaskFile, status: ParFinalStatus, reason: string, decision: PolicyDecision | null, checkpoint: ParCheckpoint | null, interrupted = false): ParRunResult => {
@@ -150,44 +195,70 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
     const finalTask = { ...task, final_status: status };
     writeTaskFile(paths.task, finalTask);
     const pending = status === 'needs-human' ? gates : [];
+    report({ type: 'par.finished', final_status: status, reason, cycles: task.cycles.length });
     writeFileAtomic(paths.final, renderFinalReport({ workspace, task: finalTask, status, reason, decision, checkpoint, pendingGates: pending, models: [...models] }));
-    return { topic, final_status: status, reason, decision, cycles: task.cycles.length, interrupted, pending_gates: pending, models: [...models], files: { task: paths.task, checkpoint: paths.checkpoint, final: paths.final } };
+    return { run_id: runId, topic, final_status: status, reason, decision, cycles: task.cycles.length, interrupted, pending_gates: pending, models: [...models], files: { task: paths.task, checkpoint: paths.checkpoint, final: paths.final } };
   };
 
+  report({
+    type: 'par.started',
+    topic,
+    goal: loaded.task.goal,
+    acceptance_criteria: loaded.task.acceptance_criteria,
+    critique_source: loaded.task.critique_source,
+    cycles_before: loaded.task.cycles.length,
+  });
   // Validate policy and checkpoint first: invalid input fails closed, and the checkpoint on disk is left as it is.
   const first = evaluatePolicy({ policy: loaded.policy, checkpoint: loaded.checkpoint, policyName, humanKeys });
   if (first.policy_hash === null) {
     progress(`par: policy: stop (${first.reasons.join('; ')})`);
+    report({ type: 'par.decision', decision: first });
     return finish(loaded.task, 'stop', first.reasons.join('; '), first, null);
   }
   let checkpoint = ParCheckpointSchema.parse(loaded.checkpoint);
-  // A run that waited for humans goes on once every gate has a signed decision; the policy weighs them.
+  const artifact = readWorkspace(workspace);
+  // A run that waited for humans goes on once every gate has a signed decision; the policy weighs
+  // them. The decisions are about the artifact as it was when the run asked: not another one.
   if (checkpoint.status === 'waiting_for_human') {
     const undecided = loaded.task.acceptance_criteria.filter((criterion) => criterion.human_gate && !checkpoint.decisions.some((record) => record.gate === criterion.id));
-    if (undecided.length === 0) checkpoint = { ...checkpoint, status: 'running' };
+    if (undecided.length === 0) {
+      if (checkpoint.pending_action_hash !== pendingActionHash(loaded.task, checkpoint, artifact)) {
+        const reason = 'the workspace changed after the run asked for a human decision: the decisions recorded do not cover it';
+        progress(`par: ${reason}`);
+        return finish(loaded.task, 'stop', reason, first, checkpoint);
+      }
+      checkpoint = { ...checkpoint, status: 'running' };
+    }
   }
-  const artifact = readWorkspace(workspace);
+  // A run stopped at a limit is weighed again: a signed override may have raised it since.
+  if (checkpoint.status === 'budget_exhausted') checkpoint = { ...checkpoint, status: 'running', stop_reason: null };
 
+  // The agent's writes never reach the files that govern it.
+  const protectedPaths = new Set([workspacePathOf(workspace, loaded.task.policy_ref), workspacePathOf(workspace, loaded.task.checkpoint_ref)]);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const decide = (candidate: ParCheckpoint) => evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
+  const dispatchContext: DispatchContext = { signal: controller.signal, models, report, cycle: () => checkpoint.cycle + 1 };
 
   const machine = parMachine.provide({
     actors: {
       decide: fromPromise<PolicyDecision, ParCheckpoint>(async ({ input }) => {
         const decision = decide(input);
         progress(`par: policy: ${decision.decision}${decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : ''}`);
+        report({ type: 'par.decision', decision });
         return decision;
       }),
       plan: fromPromise(async ({ input }) => {
         progress(`par: cycle ${checkpoint.cycle + 1}: planning`);
-        const step = await dispatchValidated(options.dispatcher, 'par.plan', input, ParPlanSchema, controller.signal, models);
+        const step = await dispatchValidated(options.dispatcher, 'par.plan', input, ParPlanSchema, dispatchContext);
         progress(`par: plan: ${step.value.plan_summary}`);
         return step;
       }),
       act: fromPromise(async ({ input }) => {
-        const step = await dispatchValidated(options.dispatcher, 'par.act', input, ParActionSchema, controller.signal, models);
+        const step = await dispatchValidated(options.dispatcher, 'par.act', input, ParActionSchema, dispatchContext);
+        const forbidden = step.value.changes.filter((change) => protectedPaths.has(change.path)).map((change) => change.path);
+        if (forbidden.length > 0) throw new PolishError('CONTRACT_VIOLATION', `the agent may not write the policy or the checkpoint (${forbidden.join(', ')})`);
         progress(`par: act: ${step.value.changes.length} file${step.value.changes.length === 1 ? '' : 's'} written${step.value.changes.length > 0 ? ` (${step.value.changes.map((change) => change.path).join(', ')})` : ''}`);
         return step;
       }),
@@ -197,12 +268,13 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
           if (source.kind === 'self') return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
           if (source.kind === 'review') {
             const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
-            const step = await dispatchValidated(options.dispatcher, 'par.review', { artifact: input.artifact, acceptance_criteria: criteria }, parReviewSchemaFor(criteria), controller.signal, models);
+            const step = await dispatchValidated(options.dispatcher, 'par.review', { artifact: input.artifact, acceptance_criteria: criteria }, parReviewSchemaFor(criteria), dispatchContext);
             progress(`par: review: ${step.value.results.filter((result) => result.passed).length}/${step.value.results.length} criteria pass`);
             return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
           }
           const payload = { artifact: input.artifact, command: source.command, timeout_ms: Math.round(source.timeout_seconds * 1000) };
-          const step = await dispatchValidated(options.dispatcher, 'par.command', payload, ParCommandResultSchema, controller.signal, models);
+          // The worker kills the command at its timeout; the margin covers writing the files and replying.
+          const step = await dispatchValidated(options.dispatcher, 'par.command', payload, ParCommandResultSchema, dispatchContext, { timeoutMs: payload.timeout_ms + 30_000 });
           progress(`par: ${source.kind} critique: \`${source.command}\` ${step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`}`);
           return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
         },
@@ -214,6 +286,7 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
         writeTaskFile(paths.task, input.task);
         writeFileAtomic(paths.checkpoint, `${JSON.stringify(input.checkpoint, null, 2)}\n`);
         checkpoint = input.checkpoint;
+        report({ type: 'par.cycle', record: input.record, checkpoint_status: input.checkpoint.status });
         progress(`par: cycle ${input.record.cycle}: ${input.record.verdict}; next: ${input.record.next_action}`);
         if (options.git) await commit(workspace, `par(iter-${input.record.cycle}): ${input.record.plan_summary}`);
       }),
@@ -221,6 +294,12 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
   });
 
   const actor = createActor(machine, { input: { task: loaded.task, checkpoint, artifact }, ...(options.inspect ? { inspect: options.inspect } : {}) });
+  let lastState = '';
+  actor.subscribe((snapshot) => {
+    const state = String(snapshot.value);
+    if (state !== lastState) report({ type: 'state.entered', state });
+    lastState = state;
+  });
   const cancel = () => actor.send({ type: 'CANCEL', reason: `interrupted (${String(controller.signal.reason ?? 'aborted')})` });
   controller.signal.addEventListener('abort', cancel, { once: true });
   actor.start();

@@ -1,0 +1,243 @@
+import { diffLines } from 'diff';
+import type { AnyStateMachine } from 'xstate';
+import type { ParCycleRecord, PolicyDecision, RunEvent, TaskRole } from '@polish/protocol';
+
+/** A statechart as the page draws it: the machine's own states and transitions. */
+export interface MachineGraph {
+  id: string;
+  initial: string;
+  states: { key: string; final: boolean }[];
+  /** `from: '*'` is a transition the root takes from any state (e.g. CANCEL). */
+  edges: { from: string; to: string; event: string }[];
+}
+
+/** A readable label for an XState transition event type. */
+function eventLabel(type: string): string {
+  if (type === '') return 'always';
+  if (type.startsWith('xstate.done.actor')) return 'done';
+  if (type.startsWith('xstate.error.actor')) return 'error';
+  return type;
+}
+
+/** The statechart of a machine, from its definition (`machine.root`): states and transitions. */
+export function machineGraph(machine: AnyStateMachine): MachineGraph {
+  const root = machine.root;
+  const edges: MachineGraph['edges'] = [];
+  const targets = (transition: { target?: readonly { key: string }[] | undefined }) => (transition.target ?? []).map((node) => node.key);
+  for (const [type, transitions] of root.transitions) {
+    for (const transition of transitions) for (const to of targets(transition)) edges.push({ from: '*', to, event: eventLabel(type) });
+  }
+  for (const node of Object.values(root.states)) {
+    for (const [type, transitions] of node.transitions) {
+      for (const transition of transitions) for (const to of targets(transition)) edges.push({ from: node.key, to, event: eventLabel(type) });
+    }
+    for (const transition of node.always ?? []) for (const to of targets(transition)) edges.push({ from: node.key, to, event: 'always' });
+  }
+  const unique = new Map(edges.map((edge) => [`${edge.from}→${edge.to}:${edge.event}`, edge]));
+  return {
+    id: machine.id,
+    initial: String(root.initial?.target[0]?.key ?? ''),
+    states: Object.values(root.states).map((node) => ({ key: node.key, final: node.type === 'final' })),
+    edges: [...unique.values()],
+  };
+}
+
+/** One task on the timeline: what a role received and returned. */
+export interface TimelineEntry {
+  role: TaskRole;
+  iteration: number;
+  started_at: number;
+  finished_at: number | null;
+  duration_ms: number | null;
+  payload: unknown;
+  payload_bytes: number | null;
+  result: unknown;
+  result_bytes: number | null;
+  usage: unknown;
+  model: string | null;
+  worker: string | null;
+  attempts: number | null;
+}
+
+export interface DiffPart {
+  kind: 'same' | 'added' | 'removed';
+  text: string;
+}
+
+/** An artifact version: the whole text and its diff against the version before. */
+export interface ArtifactVersion {
+  label: string;
+  text: string;
+  diff: DiffPart[];
+}
+
+/** Everything the page shows of one run, computed from its events (all, or the first `upto` for replay). */
+export interface RunView {
+  runId: string;
+  kind: 'polish' | 'par';
+  events: number;
+  total: number;
+  started_at: number | null;
+  state: string | null;
+  visited: string[];
+  taken: { from: string; to: string }[];
+  timeline: TimelineEntry[];
+  criteria: { id: string; text: string }[];
+  /** criteria × iterations: per iteration, per criterion id, pass and the gap. */
+  grid: { iteration: number; cells: Record<string, { pass: boolean; gap: string | null }> }[];
+  versions: ArtifactVersion[];
+  par: { topic: string; goal: string; critique: string; cycles: ParCycleRecord[]; decisions: PolicyDecision[] } | null;
+  final: { status: string; reason: string | null; detail: Record<string, unknown> } | null;
+}
+
+/** The list entry of a run. */
+export interface RunSummaryView {
+  runId: string;
+  kind: 'polish' | 'par';
+  title: string;
+  status: string;
+  iteration: number;
+  state: string | null;
+  started_at: number | null;
+  events: number;
+}
+
+const diff = (before: string, after: string): DiffPart[] =>
+  diffLines(before, after).map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
+
+const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' => (events.some((event) => event.type === 'par.started') ? 'par' : 'polish');
+
+/** The short summary of a run for the list. */
+export function summarizeRun(runId: string, events: readonly RunEvent[]): RunSummaryView {
+  let status = 'running';
+  let iteration = 0;
+  let state: string | null = null;
+  let title = runId;
+  for (const event of events) {
+    if (event.type === 'state.entered') state = event.state;
+    if (event.type === 'iteration.evaluated') iteration = event.iteration;
+    if (event.type === 'par.cycle') iteration = event.record.cycle;
+    if (event.type === 'run.finished') status = event.status;
+    if (event.type === 'par.finished') status = event.final_status.toUpperCase();
+    if (event.type === 'par.started') title = `PAR ${event.topic}`;
+    if (event.type === 'criteria.locked' && title === runId) title = `polish ${runId.slice(0, 8)}`;
+  }
+  return { runId, kind: kindOf(events), title, status, iteration, state, started_at: events[0]?.at ?? null, events: events.length };
+}
+
+/** Builds the page's view of a run from its events, in order. Pure: replaying a prefix gives the run as it was then. */
+export function buildRunView(runId: string, all: readonly RunEvent[], upto = all.length): RunView {
+  const events = all.slice(0, Math.max(0, Math.min(upto, all.length)));
+  const view: RunView = {
+    runId,
+    kind: kindOf(all),
+    events: events.length,
+    total: all.length,
+    started_at: events[0]?.at ?? null,
+    state: null,
+    visited: [],
+    taken: [],
+    timeline: [],
+    criteria: [],
+    grid: [],
+    versions: [],
+    par: null,
+    final: null,
+  };
+  const open = new Map<string, TimelineEntry>();
+  for (const event of events) {
+    switch (event.type) {
+      case 'state.entered':
+        if (view.state && view.state !== event.state) view.taken.push({ from: view.state, to: event.state });
+        view.state = event.state;
+        if (!view.visited.includes(event.state)) view.visited.push(event.state);
+        break;
+      case 'criteria.locked':
+        view.criteria = event.criteria;
+        break;
+      case 'wave.started': {
+        const entry: TimelineEntry = {
+          role: event.role,
+          iteration: event.iteration,
+          started_at: event.at,
+          finished_at: null,
+          duration_ms: null,
+          payload: event.payload ?? null,
+          payload_bytes: event.payload_bytes ?? null,
+          result: null,
+          result_bytes: null,
+          usage: null,
+          model: null,
+          worker: null,
+          attempts: null,
+        };
+        view.timeline.push(entry);
+        open.set(`${event.role}:${event.iteration}`, entry);
+        if (event.role === 'evaluate') {
+          const artifact = (event.payload as { artifact?: unknown } | undefined)?.artifact;
+          if (typeof artifact === 'string') {
+            const previous = view.versions.at(-1)?.text;
+            view.versions.push({ label: `iteration ${event.iteration}`, text: artifact, diff: previous === undefined ? [] : diff(previous, artifact) });
+          }
+        }
+        break;
+      }
+      case 'wave.finished': {
+        const entry = open.get(`${event.role}:${event.iteration}`);
+        if (entry) {
+          Object.assign(entry, {
+            finished_at: event.at,
+            duration_ms: event.duration_ms,
+            result: event.result ?? null,
+            result_bytes: event.result_bytes ?? null,
+            usage: event.usage,
+            model: `${event.model.model}${event.model.scripted ? ' (scripted)' : ''}`,
+            worker: `pid ${event.worker.pid} on ${event.worker.hostname}`,
+            attempts: event.attempts,
+          });
+          open.delete(`${event.role}:${event.iteration}`);
+        }
+        if (event.role === 'evaluate') {
+          const scores = (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)?.scores ?? [];
+          view.grid.push({ iteration: event.iteration, cells: Object.fromEntries(scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }])) });
+        }
+        if (event.role === 'par.act') {
+          const before = ((entry?.payload as { artifact?: Record<string, string> } | null)?.artifact ?? {}) as Record<string, string>;
+          const changes = (event.result as { changes?: { path: string; content: string }[] } | undefined)?.changes ?? [];
+          for (const change of changes) {
+            view.versions.push({ label: `cycle ${event.iteration}: ${change.path}`, text: change.content, diff: diff(before[change.path] ?? '', change.content) });
+          }
+        }
+        break;
+      }
+      case 'par.started':
+        view.par = { topic: event.topic, goal: event.goal, critique: event.critique_source.kind, cycles: [], decisions: [] };
+        view.criteria = event.acceptance_criteria.map((criterion) => ({ id: criterion.id, text: `${criterion.text}${criterion.human_gate ? ' (human gate)' : ''}` }));
+        break;
+      case 'par.cycle':
+        view.par?.cycles.push(event.record);
+        view.grid.push({
+          iteration: event.record.cycle,
+          cells: Object.fromEntries(
+            view.criteria.map((criterion) => [
+              criterion.id,
+              { pass: event.record.verdict === 'pass' || (event.record.verdict === 'needs-human' && !criterion.text.endsWith('(human gate)')), gap: event.record.verdict === 'pass' ? null : event.record.critique },
+            ]),
+          ),
+        });
+        break;
+      case 'par.decision':
+        view.par?.decisions.push(event.decision);
+        break;
+      case 'run.finished':
+        view.final = { status: event.status, reason: null, detail: { iterations: event.iterations, usage: event.usage, ...(event.cost ? { cost: event.cost } : {}) } };
+        break;
+      case 'par.finished':
+        view.final = { status: event.final_status.toUpperCase(), reason: event.reason, detail: { cycles: event.cycles } };
+        break;
+      default:
+        break;
+    }
+  }
+  return view;
+}

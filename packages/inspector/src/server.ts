@@ -1,0 +1,159 @@
+import { readFileSync } from 'node:fs';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, RunEventSchema, type RunEvent } from '@polish/protocol';
+import { parMachine, polishMachine, storeNames } from '@polish/orchestrator';
+import { buildRunView, machineGraph, summarizeRun } from './run-view.js';
+
+/** How to start the inspector. */
+export interface InspectorOptions {
+  /** The NATS where runs publish `polish.v1.events.<runId>`. */
+  natsUrl: string;
+  /** 0 picks a free port. Default 4800. */
+  port?: number;
+  /** Default 127.0.0.1: the page is for this machine only. */
+  host?: string;
+  prefix?: string;
+  log?: (line: string) => void;
+}
+
+/** A running inspector. */
+export interface Inspector {
+  url: string;
+  /** Every event seen, per run (read from the event stream, then live). */
+  runs(): Map<string, RunEvent[]>;
+  /** Resolves once a page is open on the inspector (live updates connected), or after `timeoutMs`. */
+  viewerConnected(timeoutMs: number): Promise<boolean>;
+  close(): Promise<void>;
+}
+
+const STATIC = new URL('../static/', import.meta.url);
+const FILES: Record<string, string> = { '/': 'index.html', '/app.js': 'app.js', '/app.css': 'app.css' };
+const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
+// Nothing on the page may load from or talk to anything but this server, and no inline script runs.
+const SECURITY_HEADERS = {
+  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cache-control': 'no-store',
+};
+const GRAPHS = { polish: machineGraph(polishMachine), par: machineGraph(parMachine) };
+
+/**
+ * Starts the inspector: follows every run's events on NATS (the JetStream event stream from its
+ * start, then live; the stream is created if missing so runs become replayable) and serves the
+ * page and its JSON API on 127.0.0.1, with live updates as server-sent events.
+ */
+export async function startInspector(options: InspectorOptions): Promise<Inspector> {
+  const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  const log = options.log ?? (() => undefined);
+  const connection: NatsConnection = await connect({ servers: options.natsUrl, name: `polish-inspector-${process.pid}` });
+  const runs = new Map<string, RunEvent[]>();
+  const listeners = new Set<ServerResponse>();
+  const viewerWaiters = new Set<() => void>();
+  const subjects = `${prefix}.v${PROTOCOL_VERSION}.events.>`;
+  const streamName = storeNames(prefix).events;
+
+  const accept = (data: Uint8Array) => {
+    let parsed;
+    try {
+      parsed = RunEventSchema.safeParse(JSON.parse(new TextDecoder().decode(data)));
+    } catch {
+      return;
+    }
+    if (!parsed.success) return;
+    const event = parsed.data;
+    const events = runs.get(event.runId) ?? [];
+    events.push(event);
+    runs.set(event.runId, events);
+    const line = `data: ${JSON.stringify({ runId: event.runId, events: events.length })}\n\n`;
+    for (const listener of listeners) listener.write(line);
+  };
+
+  const manager = await jetstreamManager(connection);
+  try {
+    await manager.streams.info(streamName);
+  } catch {
+    await manager.streams.add({ name: streamName, subjects: [subjects], duplicate_window: 10 * 60 * 1_000_000_000 });
+  }
+  // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
+  const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });
+  const messages = await consumer.consume();
+  const following = (async () => {
+    for await (const message of messages) accept(message.data);
+  })();
+
+  const send = (response: ServerResponse, status: number, body: string, type = 'application/json; charset=utf-8') => {
+    response.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS });
+    response.end(body);
+  };
+
+  const handle = (request: IncomingMessage, response: ServerResponse) => {
+    const url = new URL(request.url ?? '/', 'http://inspector');
+    // Only requests addressed to this server by a loopback name: another site cannot rebind to it.
+    const hostHeader = (request.headers.host ?? '').replace(/:\d+$/, '');
+    if (options.host === undefined && !['127.0.0.1', 'localhost', '[::1]'].includes(hostHeader)) return send(response, 403, '{"error":"forbidden host"}');
+    if (request.method !== 'GET') return send(response, 405, '{"error":"method not allowed"}');
+    const file = FILES[url.pathname];
+    if (file) return send(response, 200, readFileSync(new URL(file, STATIC), 'utf8'), TYPES[file.split('.').at(-1) ?? 'html']);
+    if (url.pathname === '/api/runs') {
+      const list = [...runs].map(([runId, events]) => summarizeRun(runId, events)).sort((a, b) => (b.started_at ?? 0) - (a.started_at ?? 0));
+      return send(response, 200, JSON.stringify(list));
+    }
+    const run = /^\/api\/runs\/([^/]+)$/.exec(url.pathname);
+    if (run) {
+      const runId = decodeURIComponent(run[1] ?? '');
+      const events = runs.get(runId);
+      if (!events) return send(response, 404, JSON.stringify({ error: `no run ${runId}` }));
+      const upto = url.searchParams.has('upto') ? Number(url.searchParams.get('upto')) : events.length;
+      return send(response, 200, JSON.stringify(buildRunView(runId, events, Number.isFinite(upto) ? upto : events.length)));
+    }
+    const machine = /^\/api\/machines\/(polish|par)$/.exec(url.pathname);
+    if (machine) return send(response, 200, JSON.stringify(GRAPHS[machine[1] as 'polish' | 'par']));
+    if (url.pathname === '/api/stream') {
+      response.writeHead(200, { 'content-type': 'text/event-stream', connection: 'keep-alive', ...SECURITY_HEADERS });
+      response.write(': connected\n\n');
+      listeners.add(response);
+      for (const wake of viewerWaiters) wake();
+      request.on('close', () => listeners.delete(response));
+      return undefined;
+    }
+    return send(response, 404, '{"error":"not found"}');
+  };
+
+  const server = createServer(handle);
+  const host = options.host ?? '127.0.0.1';
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 4800, host, () => resolve());
+  });
+  const { port } = server.address() as AddressInfo;
+  const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/`;
+  log(`polish: inspector on ${url} (following ${subjects} on ${options.natsUrl})`);
+  return {
+    url,
+    runs: () => runs,
+    viewerConnected: (timeoutMs) =>
+      new Promise<boolean>((resolve) => {
+        if (listeners.size > 0) return resolve(true);
+        const timer = setTimeout(() => finish(false), timeoutMs);
+        const finish = (connected: boolean) => {
+          clearTimeout(timer);
+          viewerWaiters.delete(wake);
+          resolve(connected);
+        };
+        const wake = () => finish(true);
+        viewerWaiters.add(wake);
+      }),
+    async close() {
+      for (const listener of listeners) listener.end();
+      server.closeAllConnections();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+      messages.stop();
+      await following.catch(() => undefined);
+      await connection.drain().catch(() => undefined);
+    },
+  };
+}

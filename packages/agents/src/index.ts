@@ -10,7 +10,7 @@ export type { HandlerOutput } from './handlers/handler.js';
 export { handleTask, currentWorker, type RoleModels } from './handle-task.js';
 export * as prompts from './prompts.js';
 export { ModelSettingsSchema, createModel, type ModelSettings } from './providers/model-settings.js';
-export { WorkerConfigSchema, WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from './worker/worker-config.js';
+export { WorkerConfigSchema, NatsAuthSchema, WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice, type NatsAuth } from './worker/worker-config.js';
 export { runWorker } from './worker/run-worker.js';
 export { createAgentHost, type AgentHost, type AgentHostOptions, type AgentHostEvents } from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';

@@ -2,6 +2,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { SetupError } from './setup-error.js';
+import { renderAuthorization, type NatsCredentials } from './nats-auth.js';
 
 /** A nats-server this process started. */
 export interface EmbeddedNats {
@@ -27,14 +28,18 @@ export function startNatsServer(options: {
   args?: string[];
   /** Receives everything the server logs (with `-V` in args: every message it routes). */
   onLog?: (text: string) => void;
+  /** One user per role with allow-list permissions (see nats-auth.ts); without, anyone may connect. */
+  credentials?: NatsCredentials;
+  /** A configuration file to use as it is (e.g. from `polish nats-config`); port and address are still chosen here. */
+  configFile?: string;
 }): Promise<EmbeddedNats> {
   mkdirSync(options.storeDir, { recursive: true });
   // Artifacts travel whole in task messages: allow 8 MB (NATS's default is 1 MB) until large
   // artifacts go through the Object Store.
-  const config = join(options.storeDir, 'polish-nats.conf');
-  writeFileSync(config, 'max_payload: 8MB\n');
+  const config = options.configFile ?? join(options.storeDir, 'polish-nats.conf');
+  if (!options.configFile) writeFileSync(config, `max_payload: 8MB\n${options.credentials ? renderAuthorization(options.credentials) : ''}`, { mode: 0o600 });
   const binary = natsServerBinary();
-  const child = spawn(binary, ['-c', config, '-a', '127.0.0.1', '-p', '-1', '-js', '-sd', options.storeDir, ...(options.args ?? [])], {
+  const child = spawn(binary, ['-c', config, '-a', '127.0.0.1', '-p', '-1', '-js', ...(options.configFile ? [] : ['-sd', options.storeDir]), ...(options.args ?? [])], {
     stdio: ['ignore', 'ignore', 'pipe'],
     // Its own process group: a terminal's Ctrl-C reaches polish, which stops the server in order.
     detached: true,

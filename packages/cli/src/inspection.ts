@@ -5,6 +5,7 @@ import type { InspectionEvent, Observer } from 'xstate';
 import { InputError } from './input-error.js';
 import type { Runtime } from './runtime.js';
 import { parseWholeNumber } from './numbers.js';
+import { authOf } from './nats-auth.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -42,7 +43,7 @@ export async function observeRun(runtime: Runtime, runId: string, mode: InspectM
   let inspector: Inspector | undefined;
   if (mode === 'local') {
     const port = parseWholeNumber('inspect-port', flags.inspectPort, 0, 65535) ?? 4800;
-    inspector = await startInspector({ natsUrl: runtime.natsUrl, port });
+    inspector = await startInspector({ natsUrl: runtime.natsUrl, port, ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}) });
     log(`polish: inspector: open ${inspector.url} to watch the run`);
     if (flags.waitForViewerMs) {
       log(`polish: the run starts when the page is open (or in ${Math.round(flags.waitForViewerMs / 1000)} s)`);

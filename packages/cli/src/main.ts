@@ -10,6 +10,7 @@ import { policyEvaluateCommand, policyValidateCommand } from './commands/policy.
 import { parDecideCommand, parResumeCommand, parRunCommand } from './commands/par.js';
 import { registerMemoryCommands } from './commands/memory.js';
 import { inspectCommand } from './commands/inspect.js';
+import { natsConfigCommand } from './commands/nats-config.js';
 import { InputError } from './input-error.js';
 import { SetupError } from './setup-error.js';
 import { EXIT } from './exit-codes.js';
@@ -40,6 +41,7 @@ const topologyOptions = (command: Command) =>
     .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
     .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
     .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+    .option('--credentials <file>', 'with --nats: the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
     .option('--inspect [inspector]', 'watch the run in the local inspector page (or `stately`: Stately\'s hosted inspector, online only)')
     .option('--inspect-port <port>', 'port of the local inspector page (default 4800; 0 picks a free one)');
 
@@ -74,7 +76,8 @@ modelOptions(program
   .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
   .option('--pool <n>', 'warm worker processes per role (default 2)')
   .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
-  .option('--nats <url>', 'NATS server URL (default $NATS_URL)'))
+  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
+  .option('--credentials <file>', 'the credentials file of `polish nats-config`: the host and each role connect as their own users'))
   .action(async (flags) => {
     process.exitCode = await workerCommand(flags);
   });
@@ -83,6 +86,7 @@ program
   .command('serve')
   .description('run a long-lived orchestrator: takes runs over NATS, persists every step, resumes after a restart')
   .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
+  .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
   .option('--id <name>', 'this orchestrator\'s name; it resumes the unfinished runs it owns (default: the hostname)')
   .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
   .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
@@ -91,7 +95,10 @@ program
   });
 
 const controlOptions = (command: Command) =>
-  command.option('--nats <url>', 'NATS server URL where `polish serve` runs (default $NATS_URL)').option('--json', 'print JSON');
+  command
+    .option('--nats <url>', 'NATS server URL where `polish serve` runs (default $NATS_URL)')
+    .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
+    .option('--json', 'print JSON');
 
 controlOptions(program.command('status').description('show one run, or every run').argument('[runId]')).action(async (runId: string | undefined, flags) => {
   process.exitCode = await controlCommand('status', runId, flags);
@@ -119,8 +126,20 @@ program
   .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
   .option('--port <port>', 'port (default 4800; 0 picks a free one)')
   .option('--host <address>', 'address to bind (default 127.0.0.1: this machine only)')
+  .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
   .action(async (flags) => {
     process.exitCode = await inspectCommand(flags);
+  });
+
+program
+  .command('nats-config')
+  .description('write a nats-server configuration with one user per role (allow-lists) and the credentials each process needs')
+  .option('--dir <folder>', 'where to write nats-server.conf and credentials.json')
+  .option('--port <port>', 'client port (default 4222)')
+  .option('--host <address>', 'address to listen on (default 127.0.0.1)')
+  .option('--store-dir <folder>', 'JetStream storage (default <dir>/jetstream)')
+  .action((flags) => {
+    process.exitCode = natsConfigCommand(flags);
   });
 
 const policy = program.command('policy').description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');

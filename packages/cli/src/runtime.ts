@@ -7,6 +7,7 @@ import { createNatsDispatcher, type Dispatcher } from '@polish/orchestrator';
 import type { TaskRole } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
 import { SetupError } from './setup-error.js';
+import { connectOptionsOf, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
 
 /** How `polish run` and `polish demo` reach their workers. */
 export interface RuntimeOptions {
@@ -14,6 +15,8 @@ export interface RuntimeOptions {
   natsUrl?: string;
   /** Each role's model, for the embedded host's workers (unused with natsUrl). */
   models?: Partial<Record<TaskRole, ModelSettings>>;
+  /** NATS users (`polish nats-config`) for a server that enforces per-role permissions; embedded servers make their own. */
+  credentials?: NatsCredentials;
   /** The roles the embedded host serves (default: the polish loop's three). */
   roles?: readonly TaskRole[];
   pool?: number;
@@ -30,6 +33,8 @@ export interface Runtime {
   /** The orchestrator's connection: run events are published on it. */
   connection: NatsConnection;
   natsUrl: string;
+  /** The users of this NATS, when it enforces per-role permissions (the embedded one always does). */
+  credentials: NatsCredentials | undefined;
   embedded: boolean;
   /** Largest message the NATS server accepts, in bytes. */
   maxPayload: number;
@@ -44,9 +49,9 @@ export function defaultStateDir(): string {
   return join(process.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'polish');
 }
 
-async function connectTo(url: string): Promise<NatsConnection> {
+async function connectTo(url: string, credentials: NatsCredentials | undefined): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name: `polish-orchestrator-${process.pid}` });
+    return await connect({ servers: url, name: `polish-orchestrator-${process.pid}`, ...connectOptionsOf(credentials?.orchestrator) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
   }
@@ -63,11 +68,12 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.workerWaitMs === undefined ? {} : { workerWaitMs: options.workerWaitMs }),
   };
   if (options.natsUrl) {
-    const connection = await connectTo(options.natsUrl);
+    const connection = await connectTo(options.natsUrl, options.credentials);
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
       connection,
       natsUrl: options.natsUrl,
+      credentials: options.credentials,
       embedded: false,
       maxPayload: connection.info?.max_payload ?? 1024 * 1024,
       close: () => connection.drain(),
@@ -102,7 +108,9 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     rmSync(storeDir, { recursive: true, force: true });
   };
   try {
-    server = await startNatsServer({ storeDir });
+    // The embedded server enforces per-role permissions: each process connects as its own user.
+    const credentials = generateCredentials();
+    server = await startNatsServer({ storeDir, credentials });
     options.log?.(`polish: started nats-server (pid ${server.pid}) on ${server.url}`);
     host = createAgentHost({
       natsUrl: server.url,
@@ -111,16 +119,18 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
       model: Object.values(options.models)[0] ?? { provider: 'none' },
       roleModels: options.models,
+      auth: hostAuthOf(credentials, options.roles ?? ROLES),
     });
     await host.ready.catch((error: Error) => {
       throw new SetupError(error.message);
     });
     options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);
-    connection = await connectTo(server.url);
+    connection = await connectTo(server.url, credentials);
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
       connection,
       natsUrl: server.url,
+      credentials,
       embedded: true,
       maxPayload: connection.info?.max_payload ?? 1024 * 1024,
       close,

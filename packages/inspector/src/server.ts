@@ -16,6 +16,8 @@ export interface InspectorOptions {
   /** Default 127.0.0.1: the page is for this machine only. */
   host?: string;
   prefix?: string;
+  /** Its own NATS user when the server enforces per-role permissions (it may only read the event stream). */
+  auth?: { user: string; pass: string; inboxPrefix: string };
   log?: (line: string) => void;
 }
 
@@ -49,7 +51,7 @@ const GRAPHS = { polish: machineGraph(polishMachine), par: machineGraph(parMachi
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const log = options.log ?? (() => undefined);
-  const connection: NatsConnection = await connect({ servers: options.natsUrl, name: `polish-inspector-${process.pid}` });
+  const connection: NatsConnection = await connect({ servers: options.natsUrl, name: `polish-inspector-${process.pid}`, ...options.auth });
   const runs = new Map<string, RunEvent[]>();
   const listeners = new Set<ServerResponse>();
   const viewerWaiters = new Set<() => void>();

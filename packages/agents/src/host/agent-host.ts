@@ -6,7 +6,7 @@ import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
-import { WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
+import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 
 
 /** Settings of an agent host. */
@@ -22,6 +22,11 @@ export interface AgentHostOptions {
   model: ModelSettings;
   /** Per-role models, e.g. an evaluator from another family than the reviser. */
   roleModels?: Partial<Record<TaskRole, ModelSettings>>;
+  /**
+   * NATS users when the server enforces per-role permissions: the host's own (it only answers
+   * WORKER_CRASHED), and each role's, handed to that role's workers.
+   */
+  auth?: { host: NatsAuth; roles: Partial<Record<TaskRole, NatsAuth>> };
   /** Extra environment for the workers (keys are read by workers from their environment). */
   env?: NodeJS.ProcessEnv;
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
@@ -126,7 +131,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
 
   // The host's own connection publishes only WORKER_CRASHED replies; it subscribes to nothing.
-  const connection = connect({ servers: options.natsUrl, name: `polish-host-${process.pid}` });
+  const connection = connect({ servers: options.natsUrl, name: `polish-host-${process.pid}`, ...options.auth?.host });
   connection.catch(() => undefined);
   const reportCrash = async (slot: WorkerSlot, pid: number, how: string) => {
     if (!slot.held?.reply) return;
@@ -140,7 +145,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
 
   const spawnWorker = (role: TaskRole) => {
-    const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.roleModels?.[role] ?? options.model };
+    const auth = options.auth?.roles[role];
+    const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.roleModels?.[role] ?? options.model, ...(auth ? { auth } : {}) };
     const started = performance.now();
     const child = fork(entry, [], {
       env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },

@@ -54,8 +54,8 @@ async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, not
 export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNotice) => Promise<void>, stop: AbortSignal): Promise<void> {
   const model = await createModel(config.model);
   const worker = currentWorker();
-  const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}` });
-  await warmUp(config.role, connection);
+  const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}`, ...config.auth });
+  await warmUp(config.role, connection, config.auth?.inboxPrefix);
   for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
     const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: 1 });
     // drain() rejects once the subscription has already closed (its one message taken): nothing to stop then.

@@ -46,9 +46,10 @@ function syntheticTask(role: TaskRole): TaskEnvelope {
  * single-use process otherwise pays V8's cold start on the real task, inside the hop. Nothing
  * is kept, and no task subject is touched.
  */
-export async function warmUp(role: TaskRole, connection: NatsConnection): Promise<void> {
+export async function warmUp(role: TaskRole, connection: NatsConnection, inboxPrefix?: string): Promise<void> {
   // The same path a real task takes, NATS included: request → subscription iterator → handler → respond.
-  const subject = createInbox();
+  // Within the worker's own inbox prefix: the only subjects its NATS user may use besides its tasks.
+  const subject = createInbox(inboxPrefix);
   const subscription = connection.subscribe(subject, { max: 1 });
   const served = (async () => {
     for await (const message of subscription) {

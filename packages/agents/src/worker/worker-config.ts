@@ -5,6 +5,10 @@ import { ModelSettingsSchema } from '../providers/model-settings.js';
 /** The environment variable a host passes a worker's configuration in. */
 export const WORKER_CONFIG_ENV = 'POLISH_WORKER_CONFIG';
 
+/** A NATS user: a worker connects as its role's user, with its role's own inbox prefix. */
+export const NatsAuthSchema = z.strictObject({ user: z.string().min(1), pass: z.string().min(1), inboxPrefix: z.string().min(1) });
+export type NatsAuth = z.infer<typeof NatsAuthSchema>;
+
 /** What a worker process is told by its host: where NATS is, its role, its model. */
 export const WorkerConfigSchema = z.strictObject({
   natsUrl: z.string().min(1),
@@ -13,6 +17,8 @@ export const WorkerConfigSchema = z.strictObject({
   /** Tasks this process serves before it exits: 1 by default (single use). */
   reuse: z.int().min(1),
   model: ModelSettingsSchema,
+  /** Its role's NATS user, when the server enforces per-role permissions. */
+  auth: NatsAuthSchema.optional(),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

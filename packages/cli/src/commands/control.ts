@@ -1,12 +1,14 @@
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createRunClient, type RunClient } from '@polish/orchestrator';
 import type { RunSummary } from '@polish/protocol';
+import { connectOptionsOf, readCredentials } from '../nats-auth.js';
 import { InputError } from '../input-error.js';
 import { SetupError } from '../setup-error.js';
 import { parseWholeNumber } from '../numbers.js';
 
 /** Flags shared by status, list, cancel, resume and extend. */
 export interface ControlFlags {
+  credentials?: string;
   nats?: string;
   json?: boolean;
   cap?: string;
@@ -17,7 +19,7 @@ async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Pr
   if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
   let connection: NatsConnection;
   try {
-    connection = await connect({ servers: natsUrl, name: `polish-client-${process.pid}` });
+    connection = await connect({ servers: natsUrl, name: `polish-client-${process.pid}`, ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }

@@ -12,6 +12,7 @@ import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { SetupError } from '../setup-error.js';
 import { abortOnInterrupt } from '../interrupts.js';
+import { connectOptionsOf, readCredentials } from '../nats-auth.js';
 import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
@@ -22,6 +23,8 @@ export interface TopologyFlags {
   stateDir?: string;
   taskTimeout?: string;
   workerWait?: string;
+  /** A credentials file from `polish nats-config` (or POLISH_NATS_CREDENTIALS), for a NATS that enforces per-role users. */
+  credentials?: string;
 }
 
 /** Flags of `polish run`. */
@@ -43,6 +46,7 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
     log('polish: note: --pool, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`');
   }
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
+  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   return {
     ...(natsUrl ? { natsUrl } : {}),
@@ -51,6 +55,7 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
     ...(flags.stateDir ? { stateDir: flags.stateDir } : {}),
     ...(taskTimeoutMs === undefined ? {} : { taskTimeoutMs }),
     ...(workerWaitMs === undefined ? {} : { workerWaitMs }),
+    ...(natsUrl && credentials ? { credentials } : {}),
     log,
   };
 }
@@ -173,7 +178,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   const topology = readTopology(flags);
   if (topology.natsUrl && !flags.local) {
     // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
-    const connection = await connect({ servers: topology.natsUrl, name: `polish-run-${process.pid}` }).catch((error: Error) => {
+    const connection = await connect({ servers: topology.natsUrl, name: `polish-run-${process.pid}`, ...connectOptionsOf(topology.credentials?.client) }).catch((error: Error) => {
       throw new SetupError(`cannot connect to NATS at ${topology.natsUrl}: ${error.message}`);
     });
     try {

@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { acquireOwnerLease, createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
+import { connectOptionsOf, readCredentials } from '../nats-auth.js';
 import { InputError } from '../input-error.js';
 import { SetupError } from '../setup-error.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
@@ -8,6 +9,7 @@ import { parseSeconds } from '../numbers.js';
 
 /** Flags of `polish serve`. */
 export interface ServeFlags {
+  credentials?: string;
   nats?: string;
   id?: string;
   taskTimeout?: string;
@@ -31,7 +33,8 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   let connection: NatsConnection;
   try {
     // Keep trying while NATS restarts: runs wait rather than fail.
-    connection = await connect({ servers: natsUrl, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250 });
+    const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+    connection = await connect({ servers: natsUrl, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...connectOptionsOf(credentials?.orchestrator) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }

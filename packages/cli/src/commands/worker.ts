@@ -1,5 +1,6 @@
 import { createAgentHost } from '@polish/agents';
 import { TaskRoleSchema, type TaskRole } from '@polish/protocol';
+import { hostAuthOf, readCredentials } from '../nats-auth.js';
 import { InputError } from '../input-error.js';
 import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
@@ -11,6 +12,7 @@ export interface WorkerFlags extends ModelFlags {
   pool?: string;
   reuse?: string;
   nats?: string;
+  credentials?: string;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -37,7 +39,16 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
   const models = resolveModels(flags, process.env, roles);
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
-  const host = createAgentHost({ natsUrl, roles, pool, reuse, model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' }, roleModels: models.byRole });
+  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const host = createAgentHost({
+    natsUrl,
+    roles,
+    pool,
+    reuse,
+    model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
+    roleModels: models.byRole,
+    ...(credentials ? { auth: hostAuthOf(credentials, roles) } : {}),
+  });
   host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
   host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
   host.on('task.done', ({ pid, role, taskId, ok }) => log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`));

@@ -1,10 +1,11 @@
-import { cpSync, mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type Browser, type Page } from 'playwright-core';
 import { startNats, type NatsFixture } from './support/nats.js';
-import { heldScript } from './support/held-script.js';
+import { request as httpRequest } from 'node:http';
+import { loadScriptFile } from '@polish/agents';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { REPO } from './support/cli.js';
 
@@ -49,8 +50,13 @@ async function openPage(): Promise<{ page: Page; requests: string[] }> {
 
 describe('polish inspect, in a browser', () => {
   it('shows a polish run live: statechart, messages, grid, diff; replays it; and keeps a <script> artifact inert', async () => {
-    const held = heldScript(`${demo}/script.yaml`, scratch);
-    const host = await startHost(nats.server.url, ['--pool', '2', '--script', held.script]);
+    // Each iteration's evaluation waits for its own release file, so the test sees the run step by step.
+    const source = loadScriptFile(`${demo}/script.yaml`);
+    const release = (iteration: number) => writeFileSync(join(scratch, `release-${iteration}`), '');
+    const evaluate = source.evaluate?.map((rule, index, rules) => ({ ...rule, hold_until_file: join(scratch, `release-${rules.length - index}`) }));
+    const script = join(scratch, 'stepwise.json');
+    writeFileSync(script, JSON.stringify({ ...source, evaluate }));
+    const host = await startHost(nats.server.url, ['--pool', '2', '--script', script]);
     started.push(host);
     const artifact = join(scratch, 'artifact.md');
     writeFileSync(artifact, `${readFileSync(`${demo}/artifact.md`, 'utf8')}${HOSTILE}`);
@@ -67,8 +73,18 @@ describe('polish inspect, in a browser', () => {
     expect(await page.locator('[data-testid=run-status]').textContent()).toBe('RUNNING');
     await page.locator('[data-testid=timeline] tr[data-role="evaluate"]').first().waitFor();
 
-    // Released, it moves on: the grid fills in and the run converges.
-    held.release();
+    expect(await page.locator('[data-testid=grid] th').count()).toBe(1); // no iteration evaluated yet
+
+    // Released one iteration at a time: the grid fills in and the statechart moves on each time.
+    for (const iteration of [1, 2]) {
+      release(iteration);
+      await page.locator('[data-testid=grid] th', { hasText: `iteration ${iteration}` }).waitFor();
+      expect(await page.locator('[data-testid=grid] th').count()).toBe(iteration + 1);
+      await page.locator('g[data-state="evaluating"][data-active="true"]').waitFor();
+      // The next evaluation has been sent (and is held): the timeline shows it waiting.
+      await page.waitForFunction((count) => document.querySelectorAll('[data-testid=timeline] tr[data-role="evaluate"]').length === count, iteration + 1);
+    }
+    release(3);
     expect((await run.exited).code).toBe(0);
     await page.locator('[data-testid=run-status]', { hasText: 'CONVERGED' }).waitFor();
     await page.locator('g[data-state="converged"][data-active="true"]').waitFor();
@@ -93,8 +109,6 @@ describe('polish inspect, in a browser', () => {
     expect(await page.locator('main script, main img').count()).toBe(0);
     expect(await page.locator('[data-testid=diff]').textContent()).toContain('<script>window.__pwned = 1</script>');
 
-    mkdirSync(join(REPO, 'docs'), { recursive: true });
-    if (process.env.POLISH_SCREENSHOTS) await page.screenshot({ path: join(REPO, 'docs', 'inspector-polish-run.png'), fullPage: true });
 
     // A finished run replays step by step from its stored events.
     await page.locator('[data-testid=replay-slider]').fill('4');
@@ -145,6 +159,22 @@ describe('polish inspect, in a browser', () => {
     await page.close();
   });
 
+  it('answers a malformed request with 400 and a foreign Host with 403, and keeps serving', async () => {
+    const status = (path: string, host: string) =>
+      new Promise<number>((resolve, reject) => {
+        const target = new URL(url);
+        const request = httpRequest({ host: target.hostname, port: target.port, path, headers: { host } }, (response) => {
+          response.resume();
+          resolve(response.statusCode ?? 0);
+        });
+        request.on('error', reject);
+        request.end();
+      });
+    expect(await status('/api/runs/%E0%A4%A', `127.0.0.1:${new URL(url).port}`)).toBe(400);
+    expect(await status('/api/runs', 'attacker.example')).toBe(403);
+    expect(await status('/api/runs', `localhost:${new URL(url).port}`)).toBe(200);
+  });
+
   it('polish demo --inspect: starts when the page opens, converges in the browser, and serves until Ctrl-C', async () => {
     const demoRun = startPolish(['demo', '--inspect', '--inspect-port', '0', '--state-dir', join(scratch, 'state')]);
     started.push(demoRun);
@@ -152,6 +182,7 @@ describe('polish inspect, in a browser', () => {
     await page.goto((await demoRun.waitFor(/inspector: open (http:\/\/127\.0\.0\.1:\d+\/)/))[1] ?? '');
     await page.locator('[data-testid=run-status]', { hasText: 'CONVERGED' }).waitFor({ timeout: 30_000 });
     expect(await page.locator('[data-testid=grid] th').count()).toBe(4);
+    if (process.env.POLISH_SCREENSHOTS) await page.screenshot({ path: join(REPO, 'docs', 'inspector-polish-run.png'), fullPage: true });
     await demoRun.waitFor(/the inspector stays on/);
     demoRun.child.kill('SIGINT');
     expect((await demoRun.exited).code).toBe(0);

@@ -6,6 +6,7 @@ import { InputError } from './input-error.js';
 import type { Runtime } from './runtime.js';
 import { parseWholeNumber } from './numbers.js';
 import { authOf } from './nats-auth.js';
+import { SetupError } from './setup-error.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -39,30 +40,47 @@ export interface RunInspection {
  * page first (it creates the event stream, so the run can be replayed), `--inspect stately`
  * feeds Stately's hosted inspector instead (online only).
  */
-export async function observeRun(runtime: Runtime, runId: string, mode: InspectMode, flags: InspectFlags & { waitForViewerMs?: number }): Promise<RunInspection> {
+export async function observeRun(
+  runtime: Runtime,
+  runId: string,
+  mode: InspectMode,
+  flags: InspectFlags & { waitForViewerMs?: number },
+  signal?: AbortSignal,
+): Promise<RunInspection> {
   let inspector: Inspector | undefined;
   if (mode === 'local') {
     const port = parseWholeNumber('inspect-port', flags.inspectPort, 0, 65535) ?? 4800;
-    inspector = await startInspector({ natsUrl: runtime.natsUrl, port, ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}) });
+    inspector = await startInspector({ natsUrl: runtime.natsUrl, port, ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}) }).catch((error: Error) => {
+      throw new SetupError(`cannot start the inspector: ${error.message}`);
+    });
     log(`polish: inspector: open ${inspector.url} to watch the run`);
     if (flags.waitForViewerMs) {
       log(`polish: the run starts when the page is open (or in ${Math.round(flags.waitForViewerMs / 1000)} s)`);
-      await inspector.viewerConnected(flags.waitForViewerMs);
+      await Promise.race([inspector.viewerConnected(flags.waitForViewerMs), ...(signal ? [once(signal, 'abort')] : [])]);
     }
   }
-  const feed = mode === 'stately' ? createStatelySkyInspector((error) => log(`polish: stately inspector: ${error.message}`)) : createNatsStatelyInspector(runtime.connection, runId);
+  const sky = mode === 'stately' ? createStatelySkyInspector((error) => log(`polish: stately inspector: ${error.message}`)) : undefined;
+  const feed = sky ?? createNatsStatelyInspector(runtime.connection, runId);
   const subject = eventsSubject(runId);
   return {
     onEvent: (event) => {
       if (runtime.connection.isClosed() || runtime.connection.isDraining()) return;
-      runtime.connection.publish(subject, JSON.stringify(event));
+      try {
+        runtime.connection.publish(subject, JSON.stringify(event));
+      } catch (error) {
+        // Observing a run never fails it (say an event over the server's max_payload).
+        log(`polish: could not publish a ${event.type} event: ${(error as Error).message}`);
+      }
     },
     inspect: feed.inspect,
     async finish() {
+      sky?.stop();
       if (!inspector) return;
-      await runtime.connection.flush().catch(() => undefined);
-      log(`polish: the run is over; the inspector stays on ${inspector.url} (replay it there) until Ctrl-C`);
-      await once(process, 'SIGINT');
+      if (!signal?.aborted) {
+        await runtime.connection.flush().catch(() => undefined);
+        log(`polish: the run is over; the inspector stays on ${inspector.url} (replay it there) until Ctrl-C`);
+        await Promise.race([once(process, 'SIGINT'), once(process, 'SIGTERM')]);
+      }
       await inspector.close();
     },
   };

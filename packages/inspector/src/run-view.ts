@@ -69,6 +69,8 @@ export interface ArtifactVersion {
   label: string;
   text: string;
   diff: DiffPart[];
+  /** The version was too large to keep in the events. */
+  omitted: boolean;
 }
 
 /** Everything the page shows of one run, computed from its events (all, or the first `upto` for replay). */
@@ -102,8 +104,12 @@ export interface RunSummaryView {
   events: number;
 }
 
-const diff = (before: string, after: string): DiffPart[] =>
-  diffLines(before, after).map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
+/** Line diff, bounded: versions too different to diff cheaply are shown whole instead. */
+function diff(before: string, after: string): DiffPart[] {
+  const parts = diffLines(before, after, { maxEditLength: 4000 });
+  if (!parts) return [{ kind: 'same', text: `(too many changes to show line by line: the whole version follows)\n${after}` }];
+  return parts.map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
+}
 
 const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' => (events.some((event) => event.type === 'par.started') ? 'par' : 'polish');
 
@@ -145,6 +151,8 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
     final: null,
   };
   const open = new Map<string, TimelineEntry>();
+  let gates = new Set<string>();
+  const reviews = new Map<number, { id: string; passed: boolean; evidence: string }[]>();
   for (const event of events) {
     switch (event.type) {
       case 'state.entered':
@@ -175,9 +183,13 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
         open.set(`${event.role}:${event.iteration}`, entry);
         if (event.role === 'evaluate') {
           const artifact = (event.payload as { artifact?: unknown } | undefined)?.artifact;
+          const previous = view.versions.at(-1);
           if (typeof artifact === 'string') {
-            const previous = view.versions.at(-1)?.text;
-            view.versions.push({ label: `iteration ${event.iteration}`, text: artifact, diff: previous === undefined ? [] : diff(previous, artifact) });
+            const base = previous && !previous.omitted ? previous.text : undefined;
+            view.versions.push({ label: `iteration ${event.iteration}`, text: artifact, diff: base === undefined ? [] : diff(base, artifact), omitted: false });
+          } else {
+            // Left out of the event (too large, or stored by reference): say so rather than diff against the wrong base.
+            view.versions.push({ label: `iteration ${event.iteration}`, text: `(this version, ${event.payload_bytes ?? '?'} bytes, is not kept in the events)`, diff: [], omitted: true });
           }
         }
         break;
@@ -201,11 +213,15 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           const scores = (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)?.scores ?? [];
           view.grid.push({ iteration: event.iteration, cells: Object.fromEntries(scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }])) });
         }
+        if (event.role === 'par.review') {
+          const results = (event.result as { results?: { id: string; passed: boolean; evidence: string }[] } | undefined)?.results;
+          if (results) reviews.set(event.iteration, results);
+        }
         if (event.role === 'par.act') {
           const before = ((entry?.payload as { artifact?: Record<string, string> } | null)?.artifact ?? {}) as Record<string, string>;
           const changes = (event.result as { changes?: { path: string; content: string }[] } | undefined)?.changes ?? [];
           for (const change of changes) {
-            view.versions.push({ label: `cycle ${event.iteration}: ${change.path}`, text: change.content, diff: diff(before[change.path] ?? '', change.content) });
+            view.versions.push({ label: `cycle ${event.iteration}: ${change.path}`, text: change.content, diff: diff(before[change.path] ?? '', change.content), omitted: false });
           }
         }
         break;
@@ -213,19 +229,26 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
       case 'par.started':
         view.par = { topic: event.topic, goal: event.goal, critique: event.critique_source.kind, cycles: [], decisions: [] };
         view.criteria = event.acceptance_criteria.map((criterion) => ({ id: criterion.id, text: `${criterion.text}${criterion.human_gate ? ' (human gate)' : ''}` }));
+        gates = new Set(event.acceptance_criteria.filter((criterion) => criterion.human_gate).map((criterion) => criterion.id));
         break;
-      case 'par.cycle':
+      case 'par.cycle': {
         view.par?.cycles.push(event.record);
+        // A reviewer judged each criterion; a command or a score judges them together; gates wait for a human.
+        const review = reviews.get(event.record.cycle);
+        const accepted = event.record.verdict === 'pass' || event.record.verdict === 'needs-human';
         view.grid.push({
           iteration: event.record.cycle,
           cells: Object.fromEntries(
-            view.criteria.map((criterion) => [
-              criterion.id,
-              { pass: event.record.verdict === 'pass' || (event.record.verdict === 'needs-human' && !criterion.text.endsWith('(human gate)')), gap: event.record.verdict === 'pass' ? null : event.record.critique },
-            ]),
+            view.criteria.map((criterion) => {
+              if (gates.has(criterion.id)) return [criterion.id, { pass: event.record.verdict === 'pass', gap: event.record.verdict === 'pass' ? null : 'a human decides this gate' }];
+              const judged = review?.find((result) => result.id === criterion.id);
+              if (judged) return [criterion.id, { pass: judged.passed, gap: judged.passed ? null : judged.evidence }];
+              return [criterion.id, { pass: accepted, gap: accepted ? null : event.record.critique }];
+            }),
           ),
         });
         break;
+      }
       case 'par.decision':
         view.par?.decisions.push(event.decision);
         break;

@@ -5,7 +5,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, RunEventSchema, type RunEvent } from '@polish/protocol';
 import { parMachine, polishMachine, storeNames } from '@polish/orchestrator';
-import { buildRunView, machineGraph, summarizeRun } from './run-view.js';
+import { buildRunView, machineGraph, summarizeRun, type RunView } from './run-view.js';
 
 /** How to start the inspector. */
 export interface InspectorOptions {
@@ -56,6 +56,11 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
   const listeners = new Set<ServerResponse>();
   const viewerWaiters = new Set<() => void>();
   const subjects = `${prefix}.v${PROTOCOL_VERSION}.events.>`;
+  const loopbackOnly = !options.host || ['127.0.0.1', 'localhost', '::1'].includes(options.host);
+  const allowedHosts = new Set(['127.0.0.1', 'localhost', '[::1]', ...(options.host && options.host !== '0.0.0.0' && options.host !== '::' ? [options.host] : [])]);
+  if (options.host && !['127.0.0.1', 'localhost', '::1'].includes(options.host)) {
+    log(`polish: warning: the inspector binds ${options.host}: anyone who reaches it sees every run's artifacts and messages (there is no login)`);
+  }
   const streamName = storeNames(prefix).events;
 
   const accept = (data: Uint8Array) => {
@@ -74,18 +79,53 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     for (const listener of listeners) listener.write(line);
   };
 
-  const manager = await jetstreamManager(connection);
+  let messages: Awaited<ReturnType<Awaited<ReturnType<ReturnType<typeof jetstream>['consumers']['get']>>['consume']>> | undefined;
+  let following: Promise<void> = Promise.resolve();
+  const server = createServer((request, response) => {
+    try {
+      handle(request, response);
+    } catch {
+      // A malformed request (say a bad %-escape) is the sender's problem, never a crash.
+      if (!response.headersSent) send(response, 400, '{"error":"bad request"}');
+    }
+  });
+  const host = options.host ?? '127.0.0.1';
   try {
-    await manager.streams.info(streamName);
-  } catch {
-    await manager.streams.add({ name: streamName, subjects: [subjects], duplicate_window: 10 * 60 * 1_000_000_000 });
+    const manager = await jetstreamManager(connection);
+    try {
+      await manager.streams.info(streamName);
+    } catch {
+      // Events carry payloads: bounded, a week and 1 GB at most.
+      await manager.streams.add({ name: streamName, subjects: [subjects], duplicate_window: 10 * 60 * 1_000_000_000, max_age: 7 * 24 * 3600 * 1_000_000_000, max_bytes: 1024 ** 3 });
+    }
+    // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
+    const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });
+    const consuming = await consumer.consume();
+    messages = consuming;
+    following = (async () => {
+      for await (const message of consuming) accept(message.data);
+    })();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(options.port ?? 4800, host, () => resolve());
+    });
+  } catch (error) {
+    messages?.stop();
+    await connection.close().catch(() => undefined);
+    const code = (error as NodeJS.ErrnoException).code;
+    throw new Error(code === 'EADDRINUSE' ? `port ${options.port ?? 4800} is in use (another inspector?): choose another, or 0 for a free one` : (error as Error).message);
   }
-  // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
-  const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });
-  const messages = await consumer.consume();
-  const following = (async () => {
-    for await (const message of messages) accept(message.data);
-  })();
+
+  // The whole view of a run is built once per new event, not once per request.
+  const views = new Map<string, { count: number; view: RunView }>();
+  const viewOf = (runId: string, events: RunEvent[], upto: number): RunView => {
+    if (upto < events.length) return buildRunView(runId, events, upto);
+    const cached = views.get(runId);
+    if (cached?.count === events.length) return cached.view;
+    const view = buildRunView(runId, events);
+    views.set(runId, { count: events.length, view });
+    return view;
+  };
 
   const send = (response: ServerResponse, status: number, body: string, type = 'application/json; charset=utf-8') => {
     response.writeHead(status, { 'content-type': type, ...SECURITY_HEADERS });
@@ -94,9 +134,11 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
 
   const handle = (request: IncomingMessage, response: ServerResponse) => {
     const url = new URL(request.url ?? '/', 'http://inspector');
-    // Only requests addressed to this server by a loopback name: another site cannot rebind to it.
+    // Only requests addressed to this server by name: another site cannot rebind its name to it.
     const hostHeader = (request.headers.host ?? '').replace(/:\d+$/, '');
-    if (options.host === undefined && !['127.0.0.1', 'localhost', '[::1]'].includes(hostHeader)) return send(response, 403, '{"error":"forbidden host"}');
+    // IP literals cannot be rebound; names other than the loopback ones (and the bound one) are refused.
+    const ipLiteral = /^(\d{1,3}\.){3}\d{1,3}$|^\[[0-9a-f:.]+\]$/i.test(hostHeader);
+    if (!allowedHosts.has(hostHeader) && !(ipLiteral && !loopbackOnly)) return send(response, 403, '{"error":"forbidden host"}');
     if (request.method !== 'GET') return send(response, 405, '{"error":"method not allowed"}');
     const file = FILES[url.pathname];
     if (file) return send(response, 200, readFileSync(new URL(file, STATIC), 'utf8'), TYPES[file.split('.').at(-1) ?? 'html']);
@@ -104,13 +146,20 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
       const list = [...runs].map(([runId, events]) => summarizeRun(runId, events)).sort((a, b) => (b.started_at ?? 0) - (a.started_at ?? 0));
       return send(response, 200, JSON.stringify(list));
     }
-    const run = /^\/api\/runs\/([^/]+)$/.exec(url.pathname);
+    const run = /^\/api\/runs\/([^/]+)(?:\/messages\/(\d+))?$/.exec(url.pathname);
     if (run) {
       const runId = decodeURIComponent(run[1] ?? '');
       const events = runs.get(runId);
       if (!events) return send(response, 404, JSON.stringify({ error: `no run ${runId}` }));
       const upto = url.searchParams.has('upto') ? Number(url.searchParams.get('upto')) : events.length;
-      return send(response, 200, JSON.stringify(buildRunView(runId, events, Number.isFinite(upto) ? upto : events.length)));
+      const view = viewOf(runId, events, Number.isFinite(upto) ? upto : events.length);
+      if (run[2] !== undefined) {
+        // One message in full, fetched when clicked: the view itself carries no payloads.
+        const entry = view.timeline[Number(run[2])];
+        if (!entry) return send(response, 404, '{"error":"no such message"}');
+        return send(response, 200, JSON.stringify({ payload: entry.payload, result: entry.result, usage: entry.usage }));
+      }
+      return send(response, 200, JSON.stringify({ ...view, timeline: view.timeline.map(({ payload: _payload, result: _result, ...rest }) => rest) }));
     }
     const machine = /^\/api\/machines\/(polish|par)$/.exec(url.pathname);
     if (machine) return send(response, 200, JSON.stringify(GRAPHS[machine[1] as 'polish' | 'par']));
@@ -125,12 +174,6 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     return send(response, 404, '{"error":"not found"}');
   };
 
-  const server = createServer(handle);
-  const host = options.host ?? '127.0.0.1';
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 4800, host, () => resolve());
-  });
   const { port } = server.address() as AddressInfo;
   const url = `http://${host.includes(':') ? `[${host}]` : host}:${port}/`;
   log(`polish: inspector on ${url} (following ${subjects} on ${options.natsUrl})`);
@@ -153,7 +196,7 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
       for (const listener of listeners) listener.end();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));
-      messages.stop();
+      messages?.stop();
       await following.catch(() => undefined);
       await connection.drain().catch(() => undefined);
     },

@@ -38,6 +38,14 @@ export function createNatsStatelyInspector(connection: NatsConnection, runId: st
  * `polish run --inspect stately`: Stately's hosted inspector (needs the internet, which polish
  * itself never does). The URL to open is printed by @statelyai/inspect.
  */
-export function createStatelySkyInspector(onError: (error: Error) => void): InspectObserver {
-  return createSkyInspector({ onerror: onError });
+export function createStatelySkyInspector(onError: (error: Error) => void): InspectObserver & { stop(): void } {
+  // @statelyai/inspect prints its URL with console.log: to stderr here, so stdout stays the result.
+  const log = console.log;
+  console.log = (...args: unknown[]) => console.error(...args);
+  try {
+    const inspector = createSkyInspector({ onerror: onError });
+    return { inspect: inspector.inspect, stop: () => inspector.stop() };
+  } finally {
+    console.log = log;
+  }
 }

@@ -4,7 +4,7 @@
 'use strict';
 
 const SVG = 'http://www.w3.org/2000/svg';
-const page = { runId: null, live: true, view: null, graphs: {}, version: null };
+const page = { runId: null, live: true, view: null, graphs: {}, version: null, followLatest: true, request: 0 };
 
 const $ = (id) => document.getElementById(id);
 function el(tag, attributes = {}, text) {
@@ -44,15 +44,25 @@ async function selectRun(runId) {
   page.runId = runId;
   page.live = true;
   page.version = null;
+  page.followLatest = true;
   for (const item of $('runs').children) item.classList.toggle('selected', item.dataset.runId === runId);
   await refreshRun();
 }
 
 async function refreshRun(upto) {
   if (!page.runId) return;
+  // Replies can come back out of order (a dragged slider): only the latest request renders.
+  const request = ++page.request;
   const query = upto === undefined ? '' : `?upto=${upto}`;
-  const view = await getJson(`/api/runs/${encodeURIComponent(page.runId)}${query}`);
+  let view;
+  try {
+    view = await getJson(`/api/runs/${encodeURIComponent(page.runId)}${query}`);
+  } catch {
+    page.runId = null; // The run is gone (say the inspector restarted): show the newest instead.
+    return refreshRuns();
+  }
   if (!page.graphs[view.kind]) page.graphs[view.kind] = await getJson(`/api/machines/${view.kind}`);
+  if (request !== page.request) return;
   page.view = view;
   render(view);
 }
@@ -82,9 +92,10 @@ function renderStatechart(view) {
   const height = 40;
   const gapX = 40;
   const gapY = 50;
-  const position = new Map(graph.states.map((state, index) => [state.key, { x: 20 + (index % columns) * (width + gapX), y: 20 + Math.floor(index / columns) * (height + gapY) }]));
+  const top = 80; // room for the arcs between states of the first row
+  const position = new Map(graph.states.map((state, index) => [state.key, { x: 20 + (index % columns) * (width + gapX), y: top + Math.floor(index / columns) * (height + gapY) }]));
   const rows = Math.ceil(graph.states.length / columns);
-  chart.setAttribute('viewBox', `0 0 ${20 + columns * (width + gapX)} ${40 + rows * (height + gapY)}`);
+  chart.setAttribute('viewBox', `0 0 ${20 + columns * (width + gapX)} ${top + 20 + rows * (height + gapY)}`);
   const defs = svg('defs');
   const marker = svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: '10', refY: '5', markerWidth: '6', markerHeight: '6', orient: 'auto-start-reverse' });
   marker.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#8a93a6' }));
@@ -99,10 +110,18 @@ function renderStatechart(view) {
       const y1 = from.y + height / 2;
       const x2 = to.x + width / 2;
       const y2 = to.y + height / 2;
-      const bend = (x2 - x1) === 0 ? 40 : 18;
+      // Same row: an arc over the boxes (forward) or under them (back); across rows: a gentle curve.
+      const sameRow = y1 === y2;
+      const forward = x2 > x1;
+      const lift = 22 + Math.abs(x2 - x1) * 0.12;
+      const d = sameRow
+        ? forward
+          ? `M ${x1 + 20} ${y1 - height / 2} Q ${(x1 + x2) / 2} ${y1 - height / 2 - lift} ${x2 - 20} ${y2 - height / 2}`
+          : `M ${x1 - 20} ${y1 + height / 2} Q ${(x1 + x2) / 2} ${y1 + height / 2 + lift} ${x2 + 20} ${y2 + height / 2}`
+        : `M ${x1} ${y1 + (y2 > y1 ? height / 2 : -height / 2)} Q ${(x1 + x2) / 2 + 18} ${(y1 + y2) / 2 - 18} ${x2} ${y2 + (y2 > y1 ? -height / 2 : height / 2)}`;
       const path = svg('path', {
         class: `edge${taken.has(`${edge.from}→${edge.to}`) ? ' taken' : ''}`,
-        d: `M ${x1} ${y1 + (y2 > y1 ? height / 2 : y2 < y1 ? -height / 2 : 0)} Q ${(x1 + x2) / 2 + bend} ${(y1 + y2) / 2 - bend} ${x2} ${y2 + (y2 > y1 ? -height / 2 : y2 < y1 ? height / 2 : 0)}`,
+        d,
         'data-from': edge.from,
         'data-to': edge.to,
       });
@@ -170,13 +189,13 @@ function renderGrid(view) {
 function renderVersions(view) {
   const tabs = $('version-tabs');
   const versions = view.versions;
-  if (page.version === null || page.version >= versions.length || page.live) page.version = versions.length - 1;
+  if (page.version === null || page.version >= versions.length || page.followLatest) page.version = versions.length - 1;
   tabs.replaceChildren(
     ...versions.map((version, index) => {
       const button = el('button', { type: 'button', class: index === page.version ? 'selected' : '', 'data-version': index }, version.label);
       button.addEventListener('click', () => {
         page.version = index;
-        page.live = false;
+        page.followLatest = index === versions.length - 1;
         renderVersions(page.view);
       });
       return button;
@@ -224,14 +243,17 @@ function renderTimeline(view) {
       el('td', {}, entry.model ?? ''),
       el('td', {}, entry.worker ?? ''),
     );
-    row.addEventListener('click', () => showMessage(entry));
+    row.addEventListener('click', () => void showMessage(entry, index));
     return row;
   });
   $('timeline').replaceChildren(head, ...rows);
 }
 
-function showMessage(entry) {
+async function showMessage(entry, index) {
   const box = $('message');
+  const upto = page.live ? '' : `?upto=${page.view.events}`;
+  const message = await getJson(`/api/runs/${encodeURIComponent(page.runId)}/messages/${index}${upto}`);
+  entry = { ...entry, ...message };
   box.replaceChildren(
     el('h4', {}, `${entry.role}, ${entry.iteration}: received`),
     el('pre', { 'data-testid': 'message-payload' }, entry.payload === null ? '(not kept: too large)' : JSON.stringify(entry.payload, null, 2)),
@@ -265,17 +287,28 @@ $('replay-live').addEventListener('click', () => {
 });
 
 // Live updates: the server says which run has new events; the page refetches what it shows.
+// At most one refresh at a time; events that arrive during one trigger another after it.
 let pending = false;
+let dirty = false;
+function scheduleRefresh() {
+  if (pending) {
+    dirty = true;
+    return;
+  }
+  pending = true;
+  dirty = false;
+  setTimeout(async () => {
+    try {
+      await refreshRuns();
+      if (page.live) await refreshRun();
+    } finally {
+      pending = false;
+      if (dirty) scheduleRefresh();
+    }
+  }, 50);
+}
 const stream = new EventSource('/api/stream');
 stream.addEventListener('open', () => ($('connection').textContent = 'live'));
 stream.addEventListener('error', () => ($('connection').textContent = 'reconnecting…'));
-stream.addEventListener('message', () => {
-  if (pending) return;
-  pending = true;
-  setTimeout(async () => {
-    pending = false;
-    await refreshRuns();
-    if (page.live) await refreshRun();
-  }, 50);
-});
+stream.addEventListener('message', scheduleRefresh);
 void refreshRuns();

@@ -139,7 +139,7 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
     const runtime = await openRuntime({ ...topology, roles, ...(models ? { models: models.byRole } : {}) });
     try {
       const runId = `par-${topic}-${randomUUID()}`;
-      const observed = await observeRun(runtime, runId, mode, flags);
+      const observed = await observeRun(runtime, runId, mode, flags, interrupt.signal);
       try {
         result = await runPar({
           workspace,

@@ -81,7 +81,7 @@ export async function executeRun(
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
       checkFits(spec, runtime.maxPayload);
       const runId = randomUUID();
-      const observed = await observeRun(runtime, runId, mode, inspectFlags);
+      const observed = await observeRun(runtime, runId, mode, inspectFlags, interrupt.signal);
       const progress = createProgressReporter();
       const result = await startPolish(spec, {
         runId,
@@ -183,7 +183,10 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
     });
     try {
       const client = createRunClient(connection);
-      if (await client.available()) return emitResult(await submitRun(spec, topology.natsUrl, connection, client), flags);
+      if (await client.available()) {
+        if (inspectModeOf(flags)) log(`polish: note: the run goes to the polish run service; watch it with \`polish inspect --nats ${topology.natsUrl}\``);
+        return emitResult(await submitRun(spec, topology.natsUrl, connection, client), flags);
+      }
     } finally {
       await connection.drain();
     }

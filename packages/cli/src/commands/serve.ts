@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { acquireOwnerLease, createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
 import { connectOptionsOf, readCredentials } from '../nats-auth.js';
+import { createNatsStatelyInspector } from '@polish/inspector';
 import { InputError } from '../input-error.js';
 import { SetupError } from '../setup-error.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
@@ -70,6 +71,7 @@ async function serveOn(
     dispatcher,
     owner,
     prices: DEFAULT_PRICES,
+    inspect: (runId) => createNatsStatelyInspector(connection, runId).inspect,
     onEvent: (event) => {
       if (event.type === 'run.started') log(`run ${event.runId}: started`);
       if (event.type === 'iteration.evaluated') log(`run ${event.runId}: iteration ${event.iteration}: ${event.passed}/${event.total} pass`);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createActor, type Actor } from 'xstate';
+import { createActor, type Actor, type InspectionEvent, type Observer } from 'xstate';
 import {
   PolishError,
   RunSpecSchema,
@@ -41,6 +41,8 @@ export interface RunManagerOptions {
   owner: string;
   prices?: PriceTable;
   onEvent?: (event: RunEvent) => void;
+  /** An XState inspection observer for each run's actors (e.g. the @statelyai/inspect feed on NATS). */
+  inspect?: (runId: string) => Observer<InspectionEvent>;
   now?: () => number;
 }
 
@@ -148,7 +150,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       persisted,
     };
     const machine = polishMachine.provide({ actors: createWaveActors({ dispatcher: options.dispatcher, report, ledger }) });
-    const actor = 'input' in start ? createActor(machine, { input: start.input }) : createActor(machine, { snapshot: start.snapshot as never, input: undefined as never });
+    const inspect = options.inspect ? { inspect: options.inspect(runId) } : {};
+    const actor =
+      'input' in start ? createActor(machine, { input: start.input, ...inspect }) : createActor(machine, { snapshot: start.snapshot as never, input: undefined as never, ...inspect });
     const entry = { actor, result: undefined as unknown as Promise<RunResult>, stopping: false };
 
     const recordOf = (status: RunRecord['status'], result?: RunResult): RunRecord => {

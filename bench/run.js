@@ -1,7 +1,7 @@
 // `pnpm bench`: measures the NATS worker runtime in one run and writes docs/benchmarks.md.
 // Every figure is measured here, now; ratios compare figures from this same run.
 import { fork } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -239,13 +239,16 @@ console.log(`${table}\n\n${verdicts}`);
 if (!QUICK) {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
   const notes = readFileSync(`${REPO}bench/notes.md`, 'utf8');
+  // Keep the section `pnpm bench:scale` writes.
+  const previous = existsSync(`${REPO}docs/benchmarks.md`) ? readFileSync(`${REPO}docs/benchmarks.md`, 'utf8') : '';
+  const scale = /<!-- scale:start -->[\s\S]*<!-- scale:end -->\n?/.exec(previous)?.[0] ?? '';
   writeFileSync(
     `${REPO}docs/benchmarks.md`,
     `# Benchmarks\n\nProduced by \`pnpm bench\` (\`node bench/run.js\` after a build) on ${new Date().toISOString().slice(0, 10)}: ` +
       `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1. ` +
       'All figures come from the same run; ratios compare figures of that run. The model is the instant scripted one, ' +
       'so these are the costs of the runtime itself, not of any LLM.\n\n' +
-      `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}`,
+      `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}${scale ? `\n${scale}` : ''}`,
   );
   log('wrote docs/benchmarks.md');
 }

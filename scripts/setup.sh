@@ -11,6 +11,8 @@ need_debian=()
 command -v nats-server >/dev/null 2>&1 || need_debian+=(nats-server)
 # The inspector's browser tests drive Debian's chromium (never a browser download).
 [ -x /usr/bin/chromium ] || need_debian+=(chromium)
+# The multi-host test builds network namespaces with `ip netns` (as root).
+command -v ip >/dev/null 2>&1 || need_debian+=(iproute2)
 if [ ${#need_debian[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_debian[*]}" >&2
   as_root apt-get update -qq

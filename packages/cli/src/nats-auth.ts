@@ -115,6 +115,10 @@ export function renderServerConfig(credentials: NatsCredentials, options: { pref
     '# polish: one NATS user per role, allow-lists only (written by `polish nats-config`).',
     `listen: ${quote(`${options.host ?? '127.0.0.1'}:${options.port ?? 4222}`)}`,
     'max_payload: 8MB',
+    // A worker host cut off from the network leaves the queue groups within ~20 s, not minutes:
+    // until then each of its idle workers can swallow a dispatch.
+    'ping_interval: "10s"',
+    'ping_max: 2',
     `jetstream { ${options.storeDir ? `store_dir: ${quote(options.storeDir)}` : ''} }`,
     renderAuthorization(credentials, options.prefix),
   ].join('\n');

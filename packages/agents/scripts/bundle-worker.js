@@ -1,6 +1,7 @@
 // Bundles the worker entry: a worker process then loads a few modules instead of hundreds,
 // which roughly halves its boot time (see docs/benchmarks.md). Each model SDK stays in its own
-// chunk, loaded only by the workers that use it.
+// chunk, loaded only by the workers that use it, and so does the OpenTelemetry SDK (the dynamic
+// import in telemetry.ts), loaded only when an OTLP endpoint is configured.
 import { build } from 'rolldown';
 import { rmSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';

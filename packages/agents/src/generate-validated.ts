@@ -1,6 +1,10 @@
 import type { z } from 'zod';
+import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
-import type { ContentPart, ModelMessage, ModelProvider } from './providers/model-provider.js';
+import type { ContentPart, ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './providers/model-provider.js';
+
+/** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
+const tracer = trace.getTracer('@polish/agents');
 
 /** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
 export const DEFAULT_MAX_REPAIRS = 2;
@@ -37,6 +41,42 @@ function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { pr
 }
 
 /**
+ * One model call as a `polish.model.call` span, a child of the active span (the worker's
+ * `polish.task <role>`). Attributes say which model answered and what it cost; never a prompt,
+ * an answer or an error's text. A call outside any recorded trace (a worker's warm-up) starts
+ * no trace of its own.
+ */
+function tracedGenerate(model: ModelProvider, call: ModelRequest, round: number): Promise<ModelResponse> {
+  if (!trace.getActiveSpan()?.isRecording()) return model.generate(call);
+  const attributes = {
+    'polish.role': call.role,
+    'polish.repair_round': round,
+    'gen_ai.provider.name': model.info.provider,
+    'gen_ai.request.model': model.info.model,
+    'polish.model.scripted': model.info.scripted,
+  };
+  return tracer.startActiveSpan('polish.model.call', { kind: SpanKind.CLIENT, attributes }, async (span) => {
+    try {
+      const response = await model.generate(call);
+      span.setAttributes({
+        'gen_ai.usage.input_tokens': response.usage.input_tokens,
+        'gen_ai.usage.output_tokens': response.usage.output_tokens,
+        'polish.usage.cache_read_tokens': response.usage.cache_read_tokens,
+        'polish.usage.cache_write_tokens': response.usage.cache_write_tokens,
+      });
+      return response;
+    } catch (error) {
+      const code = PolishError.from(error).code;
+      span.setAttribute('error.type', code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/**
  * Asks the model, validates the answer with zod, and re-asks at most `maxRepairs` times
  * citing the validation error. Still invalid ⇒ `PolishError('CONTRACT_VIOLATION')`.
  */
@@ -47,13 +87,11 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
   for (let round = 0; ; round += 1) {
     let response;
     try {
-      response = await request.model.generate({
-        role: request.role,
-        system: request.system,
-        messages: [...messages],
-        jsonSchema: request.jsonSchema,
-        payload: request.payload,
-      });
+      response = await tracedGenerate(
+        request.model,
+        { role: request.role, system: request.system, messages: [...messages], jsonSchema: request.jsonSchema, payload: request.payload },
+        round,
+      );
     } catch (error) {
       // The repair rounds before the failure were paid for: keep their usage on the error.
       throw PolishError.from(error).withUsage(usage, request.model.info);

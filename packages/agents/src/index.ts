@@ -20,3 +20,5 @@ export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './provider
 export { plan, act, review } from './handlers/par.js';
 export { runCommand, OUTPUT_TAIL_CHARS } from './handlers/run-command.js';
 export * as parPrompts from './par-prompts.js';
+// Tracing: the SDK itself loads only when an OTLP endpoint is configured.
+export { startTelemetry, telemetryConfigured, type Telemetry } from './telemetry.js';

@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { Command, CommanderError, Option } from 'commander';
 import { PolishError } from '@polish/protocol';
+import { startTelemetry } from '@polish/agents';
 import { runCommand } from './commands/run.js';
 import { demoCommand } from './commands/demo.js';
 import { workerCommand } from './commands/worker.js';
@@ -90,6 +91,7 @@ program
   .option('--id <name>', 'this orchestrator\'s name; it resumes the unfinished runs it owns (default: the hostname)')
   .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
   .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+  .option('--replicas <n>', 'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)')
   .action(async (flags) => {
     process.exitCode = await serveCommand(flags);
   });
@@ -204,6 +206,8 @@ par
 
 registerMemoryCommands(program);
 
+// Traces go out only when OTEL_EXPORTER_OTLP_ENDPOINT (or ..._TRACES_ENDPOINT) is set; else the SDK is not even loaded.
+const telemetry = await startTelemetry('polish');
 try {
   await program.parseAsync(process.argv);
 } catch (error) {
@@ -220,4 +224,7 @@ try {
     process.stderr.write(`polish: internal error (please report): ${(error as Error).stack ?? String(error)}\n`);
     process.exitCode = EXIT.INTERNAL;
   }
+} finally {
+  // Export the spans still buffered before the process ends.
+  await telemetry.shutdown();
 }

@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
-import { RequestError, TimeoutError, type NatsConnection } from '@nats-io/transport-node';
+import { RequestError, TimeoutError, headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { context, propagation, type Context } from '@opentelemetry/api';
 import {
   DEFAULT_SUBJECT_PREFIX,
   PROTOCOL_VERSION,
@@ -41,6 +42,21 @@ function isTimeout(error: unknown): boolean {
 }
 
 /**
+ * The W3C trace context (`traceparent`) of the active span as NATS headers, so that the worker's
+ * spans join the orchestrator's trace. None when no propagator is registered (tracing off): the
+ * message then goes out exactly as before.
+ */
+function traceHeadersOf(active: Context): MsgHdrs | undefined {
+  const carrier: Record<string, string> = {};
+  propagation.inject(active, carrier);
+  const entries = Object.entries(carrier);
+  if (entries.length === 0) return undefined;
+  const traceHeaders = headers();
+  for (const [key, value] of entries) traceHeaders.set(key, value);
+  return traceHeaders;
+}
+
+/**
  * Sends each task as a NATS request to `polish.v1.task.<role>` (served by the queue group
  * `<role>`) and waits for the reply. "No responders" is retried with backoff until no worker
  * has appeared for `workerWaitMs`; a reply missing its deadline, or a retryable error reply
@@ -57,8 +73,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   const firstBackoffMs = options.backoffMs ?? 20;
 
   /** One request, raced against the caller's abort so a cancelled run stops waiting at once. */
-  function request(subject: string, task: string, timeoutMs: number, signal?: AbortSignal) {
-    const pending = options.connection.request(subject, task, { timeout: timeoutMs });
+  function request(subject: string, task: string, timeoutMs: number, signal?: AbortSignal, traceHeaders?: MsgHdrs) {
+    const pending = options.connection.request(subject, task, { timeout: timeoutMs, ...(traceHeaders ? { headers: traceHeaders } : {}) });
     if (!signal) return pending;
     return new Promise<Awaited<typeof pending>>((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
@@ -73,6 +89,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     const attemptsAllowed = dispatchOptions.maxAttempts ?? maxAttempts;
     const subject = taskSubject(role, prefix);
     const taskId = randomUUID();
+    // Taken when the dispatch starts: the caller's active span (a wave) is the parent of every attempt.
+    const traceHeaders = traceHeadersOf(context.active());
     let backoffMs = firstBackoffMs;
     // The worker-wait window starts when "no responders" starts, not when the task did.
     let noRespondersSince: number | undefined;
@@ -91,7 +109,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
       });
       let failure: PolishError;
       try {
-        const message = await request(subject, JSON.stringify(task), timeoutMs, signal);
+        const message = await request(subject, JSON.stringify(task), timeoutMs, signal, traceHeaders);
         const reply = TaskReplySchema.parse(message.json());
         if (reply.taskId !== taskId) throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
         if (reply.ok) return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };

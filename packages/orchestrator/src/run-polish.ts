@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, toPromise, type Actor, type InspectionEvent, type Observer } from 'xstate';
+import { SpanStatusCode, context, trace } from '@opentelemetry/api';
 import { PolishError, RunSpecSchema, type PriceTable, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { estimateCost } from './cost.js';
 import { polishMachine } from './polish-machine.js';
@@ -22,6 +23,9 @@ export interface RunPolishOptions {
   prices?: PriceTable;
   now?: () => number;
 }
+
+/** No-op unless an OpenTelemetry SDK is registered. */
+const tracer = trace.getTracer('@polish/orchestrator');
 
 /** A started run: its id, the live actor to observe, and the result to await. */
 export interface PolishRun {
@@ -47,9 +51,14 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
   const report = (event: Record<string, unknown> & { type: RunEvent['type'] }) =>
     options.onEvent?.({ ...event, runId, at: now() } as RunEvent);
 
+  // The run's trace: this span is the root (or a child of the caller's active span), each wave a child.
+  const span = tracer.startSpan('polish.run', {
+    attributes: { 'polish.run_id': runId, 'polish.cap': spec.cap, 'polish.threshold': spec.threshold },
+  });
   const machine = polishMachine.provide({
     actors: createWaveActors({
       dispatcher: options.dispatcher,
+      traceContext: trace.setSpan(context.active(), span),
       ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),
       report,
     }),
@@ -91,7 +100,22 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
       usage: runResult.usage,
       ...(runResult.cost ? { cost: runResult.cost } : {}),
     });
+    span.setAttributes({
+      'polish.status': runResult.status,
+      'polish.iterations': runResult.iterations,
+      'gen_ai.usage.input_tokens': runResult.usage.input_tokens,
+      'gen_ai.usage.output_tokens': runResult.usage.output_tokens,
+    });
+    // The status, not the reason: a reason may quote a provider's error text.
+    if (runResult.status === 'FAILED') span.setStatus({ code: SpanStatusCode.ERROR, message: 'FAILED' });
+    span.end();
     return runResult;
+  });
+  // The caller handles the rejection; the span only records that the run broke.
+  result.catch(() => {
+    if (!span.isRecording()) return;
+    span.setStatus({ code: SpanStatusCode.ERROR, message: 'internal error' });
+    span.end();
   });
   return { runId, actor, result };
 }

@@ -1,4 +1,5 @@
 import { fromPromise } from 'xstate';
+import { SpanStatusCode, context, trace, type Context, type Span } from '@opentelemetry/api';
 import {
   CriteriaResultSchema,
   EVENT_PAYLOAD_LIMIT,
@@ -39,7 +40,15 @@ export interface WaveActorOptions {
    * invoked promises when a snapshot is restored).
    */
   ledger?: WaveLedger;
+  /**
+   * The OpenTelemetry context of the run (its `polish.run` span): each wave's `polish.wave <role>`
+   * span is its child. Default: the context active when the wave starts.
+   */
+  traceContext?: Context;
 }
+
+/** No-op unless an OpenTelemetry SDK is registered. */
+const tracer = trace.getTracer('@polish/orchestrator');
 
 /** Where a durable run records each finished wave. */
 export interface WaveLedger {
@@ -84,6 +93,34 @@ async function runWave<R extends Role, T>(
     }
     await options.ledger.persisted();
   }
+  // One span per wave dispatched (a wave replayed from the ledger sent nothing, so has none); the
+  // dispatcher carries its context to the worker in the message headers.
+  const attributes = { 'polish.role': role, 'polish.iteration': input.iteration };
+  const parent = options.traceContext ?? context.active();
+  return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, parent, async (span) => {
+    try {
+      return await dispatchWave(options, role, input, schema, signal, { attempts, started, key, span, context: trace.setSpan(parent, span) });
+    } catch (error) {
+      const failure = PolishError.from(error);
+      span.setAttribute('error.type', failure.code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: failure.code });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** Dispatches a wave until its answer meets the contract, within bounds, and reports it. */
+async function dispatchWave<R extends Role, T>(
+  options: WaveActorOptions,
+  role: R,
+  input: WaveInput<R>,
+  schema: z.ZodType<T>,
+  signal: AbortSignal,
+  wave: { attempts: number; started: number; key: string | undefined; span: Span; context: Context },
+): Promise<WaveOutput<T>> {
+  const { attempts, started, key, span } = wave;
   options.report?.({ type: 'wave.started', role, iteration: input.iteration, ...inspectable('payload', input.payload) });
   let lastProblem = '';
   let dispatches = 0;
@@ -93,12 +130,16 @@ async function runWave<R extends Role, T>(
   for (let attempt = 1; attempt <= attempts; attempt += 1) {
     let outcome;
     try {
-      outcome = await options.dispatcher.dispatch(role, input.payload, { signal, ...(key ? { idempotencyKey: key } : {}) });
+      outcome = await context.with(wave.context, () =>
+        // A re-send after a rejected answer is a new task: its key differs, so no cache replays the rejected answer.
+        options.dispatcher.dispatch(role, input.payload, { signal, ...(key ? { idempotencyKey: attempt === 1 ? key : `${key}#resend-${attempt}` } : {}) }),
+      );
     } catch (error) {
       const failure = PolishError.from(error);
       throw failure.withUsage(addUsage(spent, failure.usage ?? ZERO_USAGE), failure.model ?? spentModel);
     }
     dispatches += outcome.attempts;
+    span.setAttributes({ 'polish.attempts': dispatches, 'polish.worker.pid': outcome.worker.pid });
     const parsed = schema.safeParse(outcome.result);
     if (parsed.success) {
       options.report?.({

@@ -46,7 +46,7 @@ const replyFields = {
   worker: WorkerInfoSchema,
 };
 
-/** A worker's answer: the role's result (validated again by the orchestrator) or a coded error. `model` is absent for roles that call none (par.command). */
+/** A worker's answer: the role's result (validated again by the orchestrator) or a coded error. Roles that call no model (par.command) name `{provider: "none", model: "none"}`. */
 export const TaskReplySchema = z.discriminatedUnion('ok', [
   z.strictObject({ ...replyFields, ok: z.literal(true), result: z.unknown(), model: ModelInfoSchema }),
   z.strictObject({ ...replyFields, ok: z.literal(false), error: WireErrorSchema, model: ModelInfoSchema.optional() }),

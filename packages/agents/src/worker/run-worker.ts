@@ -1,5 +1,6 @@
-import { connect, type Msg } from '@nats-io/transport-node';
-import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type TaskReply, type WorkerInfo } from '@polish/protocol';
+import { connect, type Msg, type MsgHdrs } from '@nats-io/transport-node';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type TextMapGetter } from '@opentelemetry/api';
+import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type TaskReply, type TaskRole, type WorkerInfo } from '@polish/protocol';
 import { handleTask, currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { ModelProvider } from '../providers/model-provider.js';
@@ -27,15 +28,49 @@ function withinDeadline(handling: Promise<TaskReply>, raw: unknown, taskId: stri
   return Promise.race([handling, expired]).finally(() => clearTimeout(timer));
 }
 
-/** Answers one task message; never throws (failures become error replies). */
-async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, notify: (notice: WorkerNotice) => Promise<void>) {
+/** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
+const tracer = trace.getTracer('@polish/agents');
+
+/** Reads the trace context (`traceparent`) the orchestrator put in the message headers. */
+const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
+  get: (headers, key) => headers?.get(key) || undefined,
+  keys: (headers) => headers?.keys() ?? [],
+};
+
+/**
+ * Answers one task message inside a `polish.task <role>` span, a child of the orchestrator's
+ * wave span when the message carries its trace context; the model-call spans of the handler
+ * nest under it through the active context. Never throws (failures become error replies).
+ */
+function serve(message: Msg, role: TaskRole, model: ModelProvider, worker: WorkerInfo, notify: (notice: WorkerNotice) => Promise<void>) {
+  const parent = propagation.extract(ROOT_CONTEXT, message.headers, headerGetter);
+  const attributes = { 'polish.role': role, 'messaging.system': 'nats', 'messaging.destination.name': message.subject, 'process.pid': worker.pid };
+  return tracer.startActiveSpan(`polish.task ${role}`, { kind: SpanKind.CONSUMER, attributes }, parent, async (span) => {
+    try {
+      const reply = await answer(message, model, worker, notify);
+      if (reply) {
+        span.setAttributes({ 'polish.task_id': reply.taskId, 'polish.ok': reply.ok });
+        if (!reply.ok) {
+          span.setAttribute('error.type', reply.error.code);
+          span.setStatus({ code: SpanStatusCode.ERROR, message: reply.error.code });
+        }
+      }
+    } finally {
+      span.end();
+    }
+  });
+}
+
+/** Answers one task message and returns the reply sent; never throws (failures become error replies). */
+async function answer(message: Msg, model: ModelProvider, worker: WorkerInfo, notify: (notice: WorkerNotice) => Promise<void>): Promise<TaskReply | undefined> {
   let raw: unknown;
   try {
     raw = message.json();
   } catch {
     const error = new PolishError('INVALID_INPUT', 'task rejected before any model call: the message is not JSON');
-    message.respond(JSON.stringify({ v: PROTOCOL_VERSION, taskId: 'unknown', ok: false, error: error.toWire(), usage: ZERO_USAGE, worker }));
-    return;
+    const reply: TaskReply = { v: PROTOCOL_VERSION, taskId: 'unknown', ok: false, error: error.toWire(), usage: ZERO_USAGE, worker };
+    message.respond(JSON.stringify(reply));
+    return reply;
   }
   const taskId = String((raw as { taskId?: unknown } | null)?.taskId ?? 'unknown');
   // The host learns where the reply goes, so it can answer WORKER_CRASHED if this process dies.
@@ -43,6 +78,7 @@ async function serve(message: Msg, model: ModelProvider, worker: WorkerInfo, not
   const reply = await withinDeadline(handleTask(raw, model, worker), raw, taskId, worker);
   message.respond(JSON.stringify(reply));
   await notify({ type: 'task.done', taskId, ok: reply.ok });
+  return reply;
 }
 
 /**
@@ -63,7 +99,7 @@ export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNot
     stop.addEventListener('abort', onStop, { once: true });
     await connection.flush();
     if (served === 0) await notify({ type: 'ready' });
-    for await (const message of subscription) await serve(message, model, worker, notify);
+    for await (const message of subscription) await serve(message, config.role, model, worker, notify);
     stop.removeEventListener('abort', onStop);
   }
   await connection.drain();

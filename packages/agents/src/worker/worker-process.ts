@@ -1,6 +1,7 @@
 // Entry point of a worker process, forked by the agent host with an IPC channel.
 import { WORKER_CONFIG_ENV, WorkerConfigSchema, type WorkerNotice } from './worker-config.js';
 import { runWorker } from './run-worker.js';
+import { startTelemetry, type Telemetry } from '../telemetry.js';
 
 /** Resolves once the notice has been handed to the IPC channel, so none is lost at exit. */
 const notify = (notice: WorkerNotice) =>
@@ -15,11 +16,17 @@ process.once('SIGINT', () => stop.abort());
 process.once('disconnect', () => stop.abort());
 await notify({ type: 'started' });
 
+// Tracing only when an OTLP endpoint is configured: otherwise the SDK is never even loaded.
+let telemetry: Telemetry | undefined;
 try {
+  telemetry = await startTelemetry('polish-worker');
   const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));
   await runWorker(config, notify, stop.signal);
+  // A single-use process exits right after its task: export its spans first.
+  await telemetry.shutdown();
   process.exit(0);
 } catch (error) {
   process.stderr.write(`polish worker ${process.pid}: ${(error as Error).message}\n`);
+  await telemetry?.shutdown();
   process.exit(1);
 }

@@ -6,7 +6,7 @@ import { createNatsStatelyInspector } from '@polish/inspector';
 import { InputError } from '../input-error.js';
 import { SetupError } from '../setup-error.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
-import { parseSeconds } from '../numbers.js';
+import { parseSeconds, parseWholeNumber } from '../numbers.js';
 
 /** Flags of `polish serve`. */
 export interface ServeFlags {
@@ -15,6 +15,7 @@ export interface ServeFlags {
   id?: string;
   taskTimeout?: string;
   workerWait?: string;
+  replicas?: string;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -31,16 +32,21 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw new InputError('id', 'letters, digits, ., - or _ (1-100)');
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
+  const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
+  // A comma-separated list names several servers of one cluster: any of them will do to start.
+  const servers = natsUrl.split(',').map((url) => url.trim()).filter(Boolean);
   let connection: NatsConnection;
   try {
-    // Keep trying while NATS restarts: runs wait rather than fail.
+    // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
+    // learns the other servers from the one it reached, and moves to one of them if it goes.
     const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
-    connection = await connect({ servers: natsUrl, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...connectOptionsOf(credentials?.orchestrator) });
+    connection = await connect({ servers, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...connectOptionsOf(credentials?.orchestrator) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }
+  void logConnectionChanges(connection);
   try {
-    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs });
+    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs, replicas });
   } catch (error) {
     // Leave nothing open on the way out: an open connection would keep the process alive.
     await connection.close().catch(() => undefined);
@@ -48,14 +54,23 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   }
 }
 
+/** Logs losing and regaining NATS (e.g. the cluster node it used went away), until the connection closes. */
+async function logConnectionChanges(connection: NatsConnection): Promise<void> {
+  for await (const status of connection.status()) {
+    if (status.type === 'disconnect') log(`polish serve: lost NATS at ${status.server}; reconnecting`);
+    if (status.type === 'reconnect') log(`polish serve: reconnected to NATS at ${status.server}`);
+  }
+}
+
 async function serveOn(
   connection: NatsConnection,
   natsUrl: string,
   owner: string,
-  { taskTimeoutMs, workerWaitMs }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined },
+  { taskTimeoutMs, workerWaitMs, replicas }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined; replicas: number },
 ): Promise<number> {
-  const store = await openRunStore(connection).catch((error: Error) => {
-    throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (is JetStream enabled? nats-server -js): ${error.message}`);
+  const store = await openRunStore(connection, undefined, { replicas }).catch((error: Error) => {
+    const hint = replicas > 1 ? `is JetStream enabled, in a cluster of at least ${replicas} servers?` : 'is JetStream enabled? nats-server -js';
+    throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (${hint}): ${error.message}`);
   });
   // One process per orchestrator name: it alone resumes that name's runs.
   const lease = await acquireOwnerLease(store, owner, log).catch((error: Error) => {
@@ -83,7 +98,7 @@ async function serveOn(
   if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);
   for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
   const service = await startRunService(connection, manager, store);
-  log(`polish serve: orchestrator "${owner}" on ${natsUrl}, run service ready (polish.v1.run.*)`);
+  log(`polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (polish.v1.run.*)`);
   log('polish serve: ready');
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, type Actor, type InspectionEvent, type Observer } from 'xstate';
+import { context, trace } from '@opentelemetry/api';
 import {
   PolishError,
   RunSpecSchema,
@@ -45,6 +46,9 @@ export interface RunManagerOptions {
   inspect?: (runId: string) => Observer<InspectionEvent>;
   now?: () => number;
 }
+
+/** No-op unless an OpenTelemetry SDK is registered. */
+const tracer = trace.getTracer('@polish/orchestrator');
 
 /** A run may be taken over only when its owner is this orchestrator or is gone. */
 async function checkTakeover(store: RunStore, record: RunRecord, me: string, action: string): Promise<void> {
@@ -149,7 +153,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       save: (key, output) => options.store.put(key, output),
       persisted,
     };
-    const machine = polishMachine.provide({ actors: createWaveActors({ dispatcher: options.dispatcher, report, ledger }) });
+    // The run's trace in this orchestrator (a resumed run starts a new one): each wave a child.
+    const span = tracer.startSpan('polish.run', { attributes: { 'polish.run_id': runId, 'polish.resumed': !('input' in start) } });
+    const machine = polishMachine.provide({ actors: createWaveActors({ dispatcher: options.dispatcher, report, ledger, traceContext: trace.setSpan(context.active(), span) }) });
     const inspect = options.inspect ? { inspect: options.inspect(runId) } : {};
     const actor =
       'input' in start ? createActor(machine, { input: start.input, ...inspect }) : createActor(machine, { snapshot: start.snapshot as never, input: undefined as never, ...inspect });
@@ -193,6 +199,8 @@ export function createRunManager(options: RunManagerOptions): RunManager {
           const base = toRunResult(snapshot.value as PolishFinalState, snapshot.context);
           const result: RunResult = options.prices ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) } : base;
           persist(recordOf(result.status, result));
+          span.setAttributes({ 'polish.status': result.status, 'polish.iterations': result.iterations });
+          span.end();
           void persisted()
             .then(() => {
               report(

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, eventsSubject, type RunEvent } from '@polish/protocol';
@@ -13,6 +13,17 @@ const REF = '$polish_object';
 /** Names of the JetStream resources a deployment uses. */
 export function storeNames(prefix = DEFAULT_SUBJECT_PREFIX) {
   return { runs: `${prefix}_runs`, artifacts: `${prefix}_artifacts`, events: `${prefix.toUpperCase()}_EVENTS` };
+}
+
+/** How the JetStream resources are created. */
+export interface RunStoreOptions {
+  /**
+   * Copies of the KV bucket, the Object Store and the event stream kept by a NATS cluster
+   * (JetStream's R1..R5; default 1, all a single nats-server can do). 3 survives losing any one
+   * node of a 3-node cluster. Applied when a resource is created; one that exists with fewer
+   * copies is raised to this many (never lowered).
+   */
+  replicas?: number;
 }
 
 /** The durable side of runs: KV for records and wave results, Object Store for large text, a stream for events. */
@@ -35,7 +46,27 @@ export const STORE_RETRY_MS = 120_000;
 function isTransient(error: unknown): boolean {
   const name = (error as Error)?.name ?? '';
   const text = String((error as Error)?.message ?? error);
-  return /Timeout|ConnectionError|NoResponders|Disconnect/i.test(name) || /timeout|disconnect|no responders|503|closed|reconnect/i.test(text);
+  // A stream or the JetStream API with no leader at the moment (a cluster electing one after losing
+  // a node) answers 503, or nobody answers: nats.js reports a publish that no one acknowledged as
+  // "jetstream is not enabled". The store opened, so JetStream is there: it is a matter of time.
+  if ((error as { status?: unknown })?.status === 503) return true;
+  return (
+    /Timeout|ConnectionError|NoResponders|Disconnect|JetStreamNotEnabled/i.test(name) ||
+    /timeout|disconnect|no responders|503|closed|reconnect|temporarily unavailable|jetstream is not enabled/i.test(text)
+  );
+}
+
+const isStreamNotFound = (error: unknown) =>
+  (error as Error)?.name === 'StreamNotFoundError' || (error as { code?: unknown })?.code === 10059 || /stream not found/i.test(String((error as Error)?.message));
+
+/** Creates a stream with `replicas` copies, or raises those of an existing one to that many (never lowers them). */
+async function ensureStream(manager: JetStreamManager, config: Partial<StreamConfig> & { name: string }, replicas: number, create = true): Promise<void> {
+  const info = await manager.streams.info(config.name).catch((error: unknown) => {
+    if (create && isStreamNotFound(error)) return undefined;
+    throw error;
+  });
+  if (!info) await manager.streams.add({ ...config, num_replicas: replicas });
+  else if (info.config.num_replicas < replicas) await manager.streams.update(config.name, { num_replicas: replicas });
 }
 
 async function retrying<T>(what: () => Promise<T>, closed: () => boolean = () => false): Promise<T> {
@@ -57,20 +88,24 @@ async function retrying<T>(what: () => Promise<T>, closed: () => boolean = () =>
  * moved out of KV values into the Object Store under their SHA-256, so a record stays small
  * however large the artifact; reading puts them back.
  */
-export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_SUBJECT_PREFIX): Promise<RunStore> {
+export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_SUBJECT_PREFIX, options: RunStoreOptions = {}): Promise<RunStore> {
+  const replicas = options.replicas ?? 1;
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) throw new Error(`replicas must be a whole number from 1 to 5, got ${replicas}`);
   const names = storeNames(prefix);
   const closing = () => connection.isClosed() || connection.isDraining();
   const retry = <T>(what: () => Promise<T>) => retrying(what, closing);
   const js: JetStreamClient = jetstream(connection);
   const manager = await jetstreamManager(connection);
   const eventSubjects = [`${prefix}.v${PROTOCOL_VERSION}.events.>`];
-  try {
-    await manager.streams.info(names.events);
-  } catch {
-    await manager.streams.add({ name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 });
+  await ensureStream(manager, { name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 }, replicas);
+  // Both create their stream with these replicas, or open an existing one as it is.
+  const kv: KV = await new Kvm(js).create(names.runs, { history: 1, replicas });
+  const objects: ObjectStore = await new Objm(js).create(names.artifacts, { replicas });
+  if (replicas > 1) {
+    // Streams made earlier with fewer copies (e.g. before the NATS became a cluster) are raised.
+    await ensureStream(manager, { name: `KV_${names.runs}` }, replicas, false);
+    await ensureStream(manager, { name: `OBJ_${names.artifacts}` }, replicas, false);
   }
-  const kv: KV = await new Kvm(js).create(names.runs, { history: 1 });
-  const objects: ObjectStore = await new Objm(js).create(names.artifacts);
 
   const externalize = async (value: unknown): Promise<unknown> => {
     if (typeof value === 'string' && value.length > INLINE_LIMIT) {
@@ -124,8 +159,9 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
       await retry(() => js.publish(eventsSubject(event.runId, prefix), text, dedupeId ? { msgID: dedupeId } : {}));
     },
     async events(runId) {
-      const consumer = await js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) });
-      const info = await manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) });
+      // Creating a consumer needs a JetStream meta leader, which a cluster may be electing.
+      const consumer = await retry(() => js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) }));
+      const info = await retry(() => manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) }));
       const total = Object.values(info.state.subjects ?? {}).reduce((sum, count) => sum + count, 0);
       const found: RunEvent[] = [];
       if (total === 0) return found;

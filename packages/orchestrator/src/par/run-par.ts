@@ -4,6 +4,7 @@ import { existsSync } from 'node:fs';
 import { basename, extname, relative } from 'node:path';
 import { promisify } from 'node:util';
 import { createActor, fromPromise, toPromise, type InspectionEvent, type Observer } from 'xstate';
+import { SpanStatusCode, context as otelContext, trace, type Context } from '@opentelemetry/api';
 import {
   ParActionSchema,
   ParCheckpointSchema,
@@ -30,6 +31,9 @@ import { parMachine, pendingActionHash, pendingGates, type CritiqueInput, type C
 import type { CritiqueAnswer } from './critique.js';
 
 const run = promisify(execFile);
+
+/** No-op unless an OpenTelemetry SDK is registered. */
+const tracer = trace.getTracer('@polish/orchestrator');
 
 /** How to run (or resume) one PAR task whose files are in a workspace. */
 export interface ParRunOptions {
@@ -60,6 +64,8 @@ interface DispatchContext {
   models: Set<string>;
   report: Report;
   cycle: () => number;
+  /** The run's `polish.par` span: each dispatch's `polish.wave <role>` span is its child. */
+  trace: Context;
 }
 
 /** How a PAR run ended, and where its files are. */
@@ -83,6 +89,29 @@ const wireBytes = (payload: unknown, result: unknown) => Buffer.byteLength(JSON.
 
 /** Sends a task and validates its answer, re-sending once if the answer breaks the contract. */
 async function dispatchValidated<R extends TaskRole, T>(
+  dispatcher: Dispatcher,
+  role: R,
+  payload: PayloadOf<R>,
+  schema: z.ZodType<T>,
+  context: DispatchContext,
+  once?: { timeoutMs: number },
+): Promise<ParStep<T>> {
+  const attributes = { 'polish.role': role, 'polish.iteration': context.cycle() };
+  return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, context.trace, async (span) => {
+    try {
+      return await otelContext.with(trace.setSpan(context.trace, span), () => dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once));
+    } catch (error) {
+      const code = PolishError.from(error).code;
+      span.setAttribute('error.type', code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+async function dispatchValidatedUntraced<R extends TaskRole, T>(
   dispatcher: Dispatcher,
   role: R,
   payload: PayloadOf<R>,
@@ -180,6 +209,24 @@ function loadTask(workspace: string, topic: string) {
  * Resuming is the same call: it continues from the checkpoint.
  */
 export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
+  const runId = options.runId ?? `par-${options.topic}-${randomUUID()}`;
+  // The run's trace: this span is the root (or a child of the caller's active span), each dispatch a child.
+  return tracer.startActiveSpan('polish.par', { attributes: { 'polish.run_id': runId, 'polish.topic': options.topic } }, async (span) => {
+    try {
+      const result = await runParIn({ ...options, runId }, trace.setSpan(otelContext.active(), span));
+      span.setAttributes({ 'polish.status': result.final_status, 'polish.cycles': result.cycles });
+      if (result.final_status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: 'error' });
+      return result;
+    } catch (error) {
+      span.setStatus({ code: SpanStatusCode.ERROR, message: PolishError.from(error).code });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+async function runParIn(options: ParRunOptions, traceContext: Context): Promise<ParRunResult> {
   const { workspace, topic } = options;
   const loaded = loadTask(workspace, topic);
   const { paths, policyName } = loaded;
@@ -239,7 +286,7 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const decide = (candidate: ParCheckpoint) => evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
-  const dispatchContext: DispatchContext = { signal: controller.signal, models, report, cycle: () => checkpoint.cycle + 1 };
+  const dispatchContext: DispatchContext = { signal: controller.signal, models, report, cycle: () => checkpoint.cycle + 1, trace: traceContext };
 
   const machine = parMachine.provide({
     actors: {

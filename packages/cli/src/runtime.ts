@@ -1,3 +1,4 @@
+import { natsServers } from '@polish/protocol';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
@@ -51,7 +52,7 @@ export function defaultStateDir(): string {
 
 async function connectTo(url: string, credentials: NatsCredentials | undefined): Promise<NatsConnection> {
   try {
-    return await connect({ servers: url, name: `polish-orchestrator-${process.pid}`, ...connectOptionsOf(credentials?.orchestrator) });
+    return await connect({ servers: natsServers(url), name: `polish-orchestrator-${process.pid}`, ...connectOptionsOf(credentials?.orchestrator) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
   }

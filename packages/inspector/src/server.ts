@@ -3,7 +3,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, RunEventSchema, type RunEvent } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, RunEventSchema, type RunEvent, natsServers } from '@polish/protocol';
 import { parMachine, polishMachine, storeNames } from '@polish/orchestrator';
 import { buildRunView, machineGraph, summarizeRun, type RunView } from './run-view.js';
 
@@ -51,7 +51,7 @@ const GRAPHS = { polish: machineGraph(polishMachine), par: machineGraph(parMachi
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const log = options.log ?? (() => undefined);
-  const connection: NatsConnection = await connect({ servers: options.natsUrl, name: `polish-inspector-${process.pid}`, ...options.auth });
+  const connection: NatsConnection = await connect({ servers: natsServers(options.natsUrl), name: `polish-inspector-${process.pid}`, ...options.auth });
   const runs = new Map<string, RunEvent[]>();
   const listeners = new Set<ServerResponse>();
   const viewerWaiters = new Set<() => void>();

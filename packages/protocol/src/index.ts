@@ -64,7 +64,7 @@ export {
   type RunResult,
 } from './run-result.js';
 export { RunEventSchema, EVENT_PAYLOAD_LIMIT, type RunEvent } from './run-event.js';
-export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject } from './subjects.js';
+export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject, natsServers } from './subjects.js';
 export { renderJsonSchemas } from './json-schemas.js';
 export {
   RUN_OPERATIONS,

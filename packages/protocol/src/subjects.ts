@@ -13,3 +13,11 @@ export function taskSubject(role: TaskRole, prefix = DEFAULT_SUBJECT_PREFIX): st
 export function eventsSubject(runId: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
   return `${prefix}.v${PROTOCOL_VERSION}.events.${runId}`;
 }
+
+/** A NATS address as users give it: one URL, or a comma-separated list of a cluster's servers. */
+export function natsServers(url: string): string[] {
+  return url
+    .split(',')
+    .map((server) => server.trim())
+    .filter(Boolean);
+}

@@ -4,7 +4,7 @@ import { availableParallelism, hostname } from 'node:os';
 import { connect } from '@nats-io/transport-node';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole, natsServers } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 
@@ -131,7 +131,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
 
   // The host's own connection publishes only WORKER_CRASHED replies; it subscribes to nothing.
-  const connection = connect({ servers: options.natsUrl, name: `polish-host-${process.pid}`, ...options.auth?.host });
+  const connection = connect({ servers: natsServers(options.natsUrl), name: `polish-host-${process.pid}`, ...options.auth?.host });
   connection.catch(() => undefined);
   const reportCrash = async (slot: WorkerSlot, pid: number, how: string) => {
     if (!slot.held?.reply) return;

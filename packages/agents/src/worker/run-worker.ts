@@ -1,6 +1,6 @@
 import { connect, type Msg, type MsgHdrs } from '@nats-io/transport-node';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type TextMapGetter } from '@opentelemetry/api';
-import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type TaskReply, type TaskRole, type WorkerInfo } from '@polish/protocol';
+import { PROTOCOL_VERSION, PolishError, ZERO_USAGE, taskSubject, type TaskReply, type TaskRole, type WorkerInfo, natsServers } from '@polish/protocol';
 import { handleTask, currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { ModelProvider } from '../providers/model-provider.js';
@@ -90,7 +90,7 @@ async function answer(message: Msg, model: ModelProvider, worker: WorkerInfo, no
 export async function runWorker(config: WorkerConfig, notify: (notice: WorkerNotice) => Promise<void>, stop: AbortSignal): Promise<void> {
   const model = await createModel(config.model);
   const worker = currentWorker();
-  const connection = await connect({ servers: config.natsUrl, name: `polish-${config.role}-${worker.pid}`, ...config.auth });
+  const connection = await connect({ servers: natsServers(config.natsUrl), name: `polish-${config.role}-${worker.pid}`, ...config.auth });
   await warmUp(config.role, connection, config.auth?.inboxPrefix);
   for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
     const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: 1 });

@@ -1,3 +1,4 @@
+import { natsServers } from '@polish/protocol';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { createRunClient, type RunClient } from '@polish/orchestrator';
 import type { RunSummary } from '@polish/protocol';
@@ -19,7 +20,7 @@ async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Pr
   if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
   let connection: NatsConnection;
   try {
-    connection = await connect({ servers: natsUrl, name: `polish-client-${process.pid}`, ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client) });
+    connection = await connect({ servers: natsServers(natsUrl), name: `polish-client-${process.pid}`, ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client) });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }

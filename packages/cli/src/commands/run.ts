@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { PolishError, RunEventSchema, eventsSubject, type RunResult, type RunSpec } from '@polish/protocol';
+import { PolishError, RunEventSchema, eventsSubject, type RunResult, type RunSpec, natsServers } from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
 import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
@@ -178,7 +178,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   const topology = readTopology(flags);
   if (topology.natsUrl && !flags.local) {
     // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
-    const connection = await connect({ servers: topology.natsUrl, name: `polish-run-${process.pid}`, ...connectOptionsOf(topology.credentials?.client) }).catch((error: Error) => {
+    const connection = await connect({ servers: natsServers(topology.natsUrl), name: `polish-run-${process.pid}`, ...connectOptionsOf(topology.credentials?.client) }).catch((error: Error) => {
       throw new SetupError(`cannot connect to NATS at ${topology.natsUrl}: ${error.message}`);
     });
     try {

@@ -1,3 +1,4 @@
+import { natsServers } from '@polish/protocol';
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { acquireOwnerLease, createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
@@ -34,7 +35,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
   // A comma-separated list names several servers of one cluster: any of them will do to start.
-  const servers = natsUrl.split(',').map((url) => url.trim()).filter(Boolean);
+  const servers = natsServers(natsUrl);
   let connection: NatsConnection;
   try {
     // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also

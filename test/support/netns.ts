@@ -1,5 +1,5 @@
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
+import { spawn, spawnSync } from 'node:child_process';
+import { watchProcess, type WatchedProcess } from './processes.js';
 import { setTimeout as delay } from 'node:timers/promises';
 
 /**
@@ -21,14 +21,9 @@ export interface NetnsHost {
 }
 
 /** A process started inside a namespace, whose stderr lines can be awaited. */
-export interface NetnsProcess {
-  child: ChildProcess;
+/** A process in a namespace; `waitFor` is bounded (30 s unless told). */
+export interface NetnsProcess extends WatchedProcess {
   namespace: string;
-  lines: string[];
-  /** The first stderr line (past or future) matching the pattern; rejects if the process exits first or after `withinMs`. */
-  waitFor(pattern: RegExp, withinMs?: number): Promise<RegExpExecArray>;
-  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
-  stdout(): string;
 }
 
 export interface Network {
@@ -116,59 +111,7 @@ function startIn(namespace: string, command: string, args: string[], env: NodeJS
     // Its own process group, so it can be killed with everything it started in the group.
     detached: true,
   });
-  const lines: string[] = [];
-  const waiters: { pattern: RegExp; resolve: (match: RegExpExecArray) => void }[] = [];
-  let stdout = '';
-  child.stdout?.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
-  createInterface({ input: child.stderr! }).on('line', (line) => {
-    lines.push(line);
-    for (const waiter of [...waiters]) {
-      const match = waiter.pattern.exec(line);
-      if (match) {
-        waiters.splice(waiters.indexOf(waiter), 1);
-        waiter.resolve(match);
-      }
-    }
-  });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once('exit', (code, signal) => resolve({ code, signal }));
-    child.once('error', () => resolve({ code: null, signal: null }));
-  });
-  const describe = () => `${command} in ${namespace}`;
-  return {
-    child,
-    namespace,
-    lines,
-    exited,
-    stdout: () => stdout,
-    waitFor(pattern, withinMs = DEFAULT_WAIT_MS) {
-      for (const line of lines) {
-        const match = pattern.exec(line);
-        if (match) return Promise.resolve(match);
-      }
-      return new Promise((resolve, reject) => {
-        const timer = setTimeout(() => {
-          waiters.splice(waiters.indexOf(waiter), 1);
-          reject(new Error(`${describe()}: no line matched ${pattern} within ${withinMs / 1000} s:\n${lines.join('\n')}`));
-        }, withinMs);
-        timer.unref();
-        const waiter = {
-          pattern,
-          resolve: (match: RegExpExecArray) => {
-            clearTimeout(timer);
-            resolve(match);
-          },
-        };
-        waiters.push(waiter);
-        void exited.then(() => {
-          if (!waiters.includes(waiter)) return;
-          waiters.splice(waiters.indexOf(waiter), 1);
-          clearTimeout(timer);
-          reject(new Error(`${describe()} exited before a line matched ${pattern}:\n${lines.join('\n')}`));
-        });
-      });
-    },
-  };
+  return { ...watchProcess(child, { describe: `${command} in ${namespace}`, defaultWaitMs: DEFAULT_WAIT_MS }), namespace };
 }
 
 /**

@@ -7,8 +7,8 @@ import { POLISH, REPO } from './cli.js';
 export interface WatchedProcess {
   child: ChildProcess;
   lines: string[];
-  /** Resolves with the first stderr line (past or future) matching the pattern. */
-  waitFor(pattern: RegExp): Promise<RegExpExecArray>;
+  /** Resolves with the first stderr line (past or future) matching the pattern; see `watchProcess`. */
+  waitFor(pattern: RegExp, withinMs?: number): Promise<RegExpExecArray>;
   /** Resolves with the exit code (or signal) once the process has exited. */
   exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
   stdout(): string;
@@ -23,11 +23,13 @@ export function killStarted(): void {
   started.clear();
 }
 
-/** Starts the built `polish` with these arguments, watching its stderr line by line. */
-export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): WatchedProcess {
-  const child = spawn(process.execPath, [POLISH, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-  started.add(child);
-  child.once('exit', () => started.delete(child));
+/**
+ * Watches a child process's stderr line by line. `waitFor` resolves with the first line (past or
+ * future) matching the pattern and rejects if the process exits first, or after `withinMs` when a
+ * bound is given (default: `defaultWaitMs`, none unless set).
+ */
+export function watchProcess(child: ChildProcess, options: { describe?: string; defaultWaitMs?: number } = {}): WatchedProcess {
+  const describe = options.describe ?? 'process';
   const lines: string[] = [];
   const waiters: { pattern: RegExp; resolve: (match: RegExpExecArray) => void }[] = [];
   let stdout = '';
@@ -42,25 +44,54 @@ export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): Watche
       }
     }
   });
-  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once('exit', (code, signal) => resolve({ code, signal })),
-  );
+  const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
+    child.once('exit', (code, signal) => resolve({ code, signal }));
+    child.once('error', () => resolve({ code: null, signal: null }));
+  });
   return {
     child,
     lines,
     exited,
     stdout: () => stdout,
-    waitFor(pattern) {
+    waitFor(pattern, withinMs = options.defaultWaitMs) {
       for (const line of lines) {
         const match = pattern.exec(line);
         if (match) return Promise.resolve(match);
       }
       return new Promise((resolve, reject) => {
-        waiters.push({ pattern, resolve });
-        void exited.then(() => reject(new Error(`process exited before a line matched ${pattern}:\n${lines.join('\n')}`)));
+        const timer =
+          withinMs === undefined
+            ? undefined
+            : setTimeout(() => {
+                waiters.splice(waiters.indexOf(waiter), 1);
+                reject(new Error(`${describe}: no line matched ${pattern} within ${withinMs / 1000} s:\n${lines.join('\n')}`));
+              }, withinMs);
+        timer?.unref();
+        const waiter = {
+          pattern,
+          resolve: (match: RegExpExecArray) => {
+            clearTimeout(timer);
+            resolve(match);
+          },
+        };
+        waiters.push(waiter);
+        void exited.then(() => {
+          if (!waiters.includes(waiter)) return;
+          waiters.splice(waiters.indexOf(waiter), 1);
+          clearTimeout(timer);
+          reject(new Error(`${describe} exited before a line matched ${pattern}:\n${lines.join('\n')}`));
+        });
       });
     },
   };
+}
+
+/** Starts the built `polish` with these arguments, watching its stderr line by line. */
+export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): WatchedProcess {
+  const child = spawn(process.execPath, [POLISH, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  started.add(child);
+  child.once('exit', () => started.delete(child));
+  return watchProcess(child, { describe: `polish ${args[0] ?? ''}` });
 }
 
 /** Starts `polish worker` and waits until all its pools are ready. */

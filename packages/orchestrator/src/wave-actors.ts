@@ -12,6 +12,7 @@ import {
   type ModelInfo,
   type PayloadOf,
   type Role,
+  type TaskRole,
   type RunEvent,
   type Usage,
 } from '@polish/protocol';
@@ -68,6 +69,28 @@ export function inspectable<K extends 'payload' | 'result'>(key: K, value: unkno
   return { [key]: bytes <= EVENT_PAYLOAD_LIMIT ? value : undefined, [`${key}_bytes`]: bytes } as never;
 }
 
+/**
+ * Runs a wave's dispatches inside its span, `polish.wave <role>`, a child of `parent`: the
+ * dispatcher carries the span's context to the worker in the message headers. A failure marks
+ * the span with its code (never its reason, which may quote a provider's error text).
+ */
+export function inWaveSpan<T>(role: TaskRole, iteration: number, parent: Context, run: (span: Span, spanContext: Context) => Promise<T>): Promise<T> {
+  const attributes = { 'polish.role': role, 'polish.iteration': iteration };
+  return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, parent, async (span) => {
+    const spanContext = trace.setSpan(parent, span);
+    try {
+      return await context.with(spanContext, () => run(span, spanContext));
+    } catch (error) {
+      const code = PolishError.from(error).code;
+      span.setAttribute('error.type', code);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
 /** Input of a wave actor: the payload that crosses the wire, plus the iteration for reporting only. */
 export interface WaveInput<R extends Role> {
   payload: PayloadOf<R>;
@@ -93,22 +116,10 @@ async function runWave<R extends Role, T>(
     }
     await options.ledger.persisted();
   }
-  // One span per wave dispatched (a wave replayed from the ledger sent nothing, so has none); the
-  // dispatcher carries its context to the worker in the message headers.
-  const attributes = { 'polish.role': role, 'polish.iteration': input.iteration };
-  const parent = options.traceContext ?? context.active();
-  return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, parent, async (span) => {
-    try {
-      return await dispatchWave(options, role, input, schema, signal, { attempts, started, key, span, context: trace.setSpan(parent, span) });
-    } catch (error) {
-      const failure = PolishError.from(error);
-      span.setAttribute('error.type', failure.code);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: failure.code });
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
+  // One span per wave dispatched: a wave replayed from the ledger sent nothing, so has none.
+  return inWaveSpan(role, input.iteration, options.traceContext ?? context.active(), (span, spanContext) =>
+    dispatchWave(options, role, input, schema, signal, { attempts, started, key, span, context: spanContext }),
+  );
 }
 
 /** Dispatches a wave until its answer meets the contract, within bounds, and reports it. */

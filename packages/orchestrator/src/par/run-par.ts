@@ -20,7 +20,7 @@ import {
   type RunEvent,
   type TaskRole,
 } from '@polish/protocol';
-import { inspectable } from '../wave-actors.js';
+import { inWaveSpan, inspectable } from '../wave-actors.js';
 import type { z } from 'zod';
 import type { Dispatcher } from '../dispatcher.js';
 import { evaluatePolicy } from './policy-engine.js';
@@ -87,8 +87,8 @@ export interface ParRunResult {
 /** Bytes that crossed the wire for one task: its payload and its answer. */
 const wireBytes = (payload: unknown, result: unknown) => Buffer.byteLength(JSON.stringify(payload)) + Buffer.byteLength(JSON.stringify(result ?? null));
 
-/** Sends a task and validates its answer, re-sending once if the answer breaks the contract. */
-async function dispatchValidated<R extends TaskRole, T>(
+/** Sends a task (in its wave span) and validates its answer, re-sending once if the answer breaks the contract. */
+function dispatchValidated<R extends TaskRole, T>(
   dispatcher: Dispatcher,
   role: R,
   payload: PayloadOf<R>,
@@ -96,19 +96,7 @@ async function dispatchValidated<R extends TaskRole, T>(
   context: DispatchContext,
   once?: { timeoutMs: number },
 ): Promise<ParStep<T>> {
-  const attributes = { 'polish.role': role, 'polish.iteration': context.cycle() };
-  return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, context.trace, async (span) => {
-    try {
-      return await otelContext.with(trace.setSpan(context.trace, span), () => dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once));
-    } catch (error) {
-      const code = PolishError.from(error).code;
-      span.setAttribute('error.type', code);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: code });
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
+  return inWaveSpan(role, context.cycle(), context.trace, () => dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once));
 }
 
 async function dispatchValidatedUntraced<R extends TaskRole, T>(

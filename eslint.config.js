@@ -9,7 +9,10 @@ export default tseslint.config(
   {
     languageOptions: { globals: { ...globals.node } },
     rules: {
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', destructuredArrayIgnorePattern: '^_' },
+      ],
       '@typescript-eslint/consistent-type-imports': 'error',
     },
   },
@@ -22,13 +25,35 @@ export default tseslint.config(
     // The process boundary (DESIGN §3): orchestrator and agents share only the protocol.
     files: ['packages/orchestrator/src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['@polish/agents', '@polish/agents/*', '../../agents/*'], message: 'The orchestrator must not import agents: only @polish/protocol crosses the boundary. Put shared types in protocol.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@polish/agents', '@polish/agents/*', '../../agents/*'],
+              message:
+                'The orchestrator must not import agents: only @polish/protocol crosses the boundary. Put shared types in protocol.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['packages/agents/src/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['@polish/orchestrator', '@polish/orchestrator/*', '../../orchestrator/*'], message: 'Agents must not import the orchestrator: only @polish/protocol crosses the boundary. Put shared types in protocol.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['@polish/orchestrator', '@polish/orchestrator/*', '../../orchestrator/*'],
+              message:
+                'Agents must not import the orchestrator: only @polish/protocol crosses the boundary. Put shared types in protocol.',
+            },
+          ],
+        },
+      ],
     },
   },
 );

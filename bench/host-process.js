@@ -12,7 +12,20 @@ const POLISH = fileURLToPath(new URL('../packages/cli/dist/main.js', import.meta
 export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script }) {
   const child = spawn(
     process.execPath,
-    [POLISH, 'worker', '--nats', natsUrl, '--roles', roles.join(','), '--pool', String(pool), '--reuse', String(reuse), '--script', script],
+    [
+      POLISH,
+      'worker',
+      '--nats',
+      natsUrl,
+      '--roles',
+      roles.join(','),
+      '--pool',
+      String(pool),
+      '--reuse',
+      String(reuse),
+      '--script',
+      script,
+    ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
   const available = new Map(roles.map((role) => [role, 0]));

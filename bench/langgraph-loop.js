@@ -17,14 +17,25 @@ export function buildLangGraphLoop(model) {
     .addNode('evaluate', async ({ spec, artifact, iteration }) => {
       const { value } = await evaluate({ artifact, criteria: spec.criteria }, model);
       const next = iteration + 1;
-      return { iteration: next, record: computeVerdict({ iteration: next, artifact, criteria: spec.criteria, scores: value.scores, threshold: 'pass_all' }) };
+      return {
+        iteration: next,
+        record: computeVerdict({
+          iteration: next,
+          artifact,
+          criteria: spec.criteria,
+          scores: value.scores,
+          threshold: 'pass_all',
+        }),
+      };
     })
     .addNode('revise', async ({ spec, artifact, record }) => {
       const { value } = await revise({ artifact, blocking_gaps: record.blocking_gaps, goal: spec.goal }, model);
       return { artifact: value.artifact };
     })
     .addEdge(START, 'evaluate')
-    .addConditionalEdges('evaluate', ({ spec, iteration, record }) => (record.overall === 'pass' || iteration >= spec.cap ? END : 'revise'))
+    .addConditionalEdges('evaluate', ({ spec, iteration, record }) =>
+      record.overall === 'pass' || iteration >= spec.cap ? END : 'revise',
+    )
     .addEdge('revise', 'evaluate')
     .compile();
 }

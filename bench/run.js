@@ -87,7 +87,13 @@ try {
     ['--reuse 1000', 1000, QUICK ? 200 : 1000],
   ]) {
     section = `hop latency, ${mode}`;
-    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 2, reuse, script: scriptPath });
+    const host = await startHostProcess({
+      natsUrl: server.url,
+      roles: ['evaluate'],
+      pool: 2,
+      reuse,
+      script: scriptPath,
+    });
     const hops = [];
     for (let index = 0; index < samples; index += 1) {
       await host.warm('evaluate');
@@ -134,7 +140,11 @@ try {
   figures.boot = median(boots);
   figures.rss = median(rss);
   figures.nodeFloor = median(floors);
-  rows.push(['worker boot, spawn → ready (median)', ms(figures.boot), `${(figures.boot / figures.nodeFloor).toFixed(1)}× a bare node process`]);
+  rows.push([
+    'worker boot, spawn → ready (median)',
+    ms(figures.boot),
+    `${(figures.boot / figures.nodeFloor).toFixed(1)}× a bare node process`,
+  ]);
   rows.push(['bare node process, spawn → IPC ready (floor)', ms(figures.nodeFloor), '1×']);
   rows.push(['idle worker RSS (median)', `${figures.rss.toFixed(1)} MB`, '']);
   log(`boot ${ms(figures.boot)} (node floor ${ms(figures.nodeFloor)}), rss ${figures.rss.toFixed(1)} MB`);
@@ -165,12 +175,21 @@ try {
     log(`sustained ${mode}: ${perSecond.toFixed(0)} tasks/s`);
   }
   rows.push(['sustained tasks/s, one task per process (default)', figures.tpsDefault.toFixed(0), '']);
-  rows.push(['sustained tasks/s, --reuse 1000', figures.tpsReuse.toFixed(0), `${(figures.tpsReuse / figures.tpsDefault).toFixed(1)}× default`]);
+  rows.push([
+    'sustained tasks/s, --reuse 1000',
+    figures.tpsReuse.toFixed(0),
+    `${(figures.tpsReuse / figures.tpsDefault).toFixed(1)}× default`,
+  ]);
 
   // 5. A whole 4-iteration run (7 waves) with the instant scripted model, four ways.
   const runs = QUICK ? 5 : 20;
   section = 'whole runs over NATS';
-  const natsHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate', 'revise'], pool: 4, script: scriptPath });
+  const natsHost = await startHostProcess({
+    natsUrl: server.url,
+    roles: ['evaluate', 'revise'],
+    pool: 4,
+    script: scriptPath,
+  });
   const overNats = [];
   for (let index = 0; index < runs; index += 1) {
     await natsHost.taken(index * 7);
@@ -178,9 +197,16 @@ try {
     overNats.push(await timeIt(() => startPolish(spec, { dispatcher }).result));
   }
   await natsHost.stop();
-  const reuseHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate', 'revise'], pool: 1, reuse: 100_000, script: scriptPath });
+  const reuseHost = await startHostProcess({
+    natsUrl: server.url,
+    roles: ['evaluate', 'revise'],
+    pool: 1,
+    reuse: 100_000,
+    script: scriptPath,
+  });
   const overNatsReuse = [];
-  for (let index = 0; index < runs * 5; index += 1) overNatsReuse.push(await timeIt(() => startPolish(spec, { dispatcher }).result));
+  for (let index = 0; index < runs * 5; index += 1)
+    overNatsReuse.push(await timeIt(() => startPolish(spec, { dispatcher }).result));
   await reuseHost.stop();
   section = 'whole runs in-process';
   const inProcessDispatcher = createInProcessDispatcher((task) => handleTask(task, scriptedModel));
@@ -200,12 +226,22 @@ try {
   figures.runPlain = median(plainLoop);
   figures.runLangGraph = median(langGraph);
   const vsFloor = (value) => `${(value / figures.runPlain).toFixed(1)}× the plain loop`;
-  rows.push(['4-iteration run (7 waves), polish over NATS, worker processes', ms(figures.runNats), vsFloor(figures.runNats)]);
-  rows.push(['4-iteration run, polish over NATS, --reuse workers', ms(figures.runNatsReuse), vsFloor(figures.runNatsReuse)]);
+  rows.push([
+    '4-iteration run (7 waves), polish over NATS, worker processes',
+    ms(figures.runNats),
+    vsFloor(figures.runNats),
+  ]);
+  rows.push([
+    '4-iteration run, polish over NATS, --reuse workers',
+    ms(figures.runNatsReuse),
+    vsFloor(figures.runNatsReuse),
+  ]);
   rows.push(['4-iteration run, polish in-process dispatcher', ms(figures.runInProcess), vsFloor(figures.runInProcess)]);
   rows.push(['4-iteration run, LangGraph.js in-process', ms(figures.runLangGraph), vsFloor(figures.runLangGraph)]);
   rows.push(['4-iteration run, plain async loop (floor)', ms(figures.runPlain), '1×']);
-  log(`runs: nats ${ms(figures.runNats)}, in-process ${ms(figures.runInProcess)}, langgraph ${ms(figures.runLangGraph)}, plain ${ms(figures.runPlain)}`);
+  log(
+    `runs: nats ${ms(figures.runNats)}, in-process ${ms(figures.runInProcess)}, langgraph ${ms(figures.runLangGraph)}, plain ${ms(figures.runPlain)}`,
+  );
 } finally {
   await connection.drain();
   await server.stop();
@@ -217,23 +253,50 @@ async function plainAsyncLoop() {
   let current = artifact;
   for (let iteration = 1; iteration <= 4; iteration += 1) {
     const { value } = await evaluate({ artifact: current, criteria }, scriptedModel);
-    const record = computeVerdict({ iteration, artifact: current, criteria, scores: value.scores, threshold: 'pass_all' });
+    const record = computeVerdict({
+      iteration,
+      artifact: current,
+      criteria,
+      scores: value.scores,
+      threshold: 'pass_all',
+    });
     if (record.overall === 'pass' || iteration === 4) return record;
-    current = (await revise({ artifact: current, blocking_gaps: record.blocking_gaps, goal }, scriptedModel)).value.artifact;
+    current = (await revise({ artifact: current, blocking_gaps: record.blocking_gaps, goal }, scriptedModel)).value
+      .artifact;
   }
 }
 
 clearTimeout(watchdog);
 const targets = [
   ['hop p50 ≤ 2 ms with a warm pool (default mode)', figures.hopDefault <= 2, `${ms(figures.hopDefault)}`],
-  ['worker ready ≤ 150 ms after spawn', figures.boot <= 150, `${ms(figures.boot)}; a bare node process takes ${ms(figures.nodeFloor)} here`],
+  [
+    'worker ready ≤ 150 ms after spawn',
+    figures.boot <= 150,
+    `${ms(figures.boot)}; a bare node process takes ${ms(figures.nodeFloor)} here`,
+  ],
   ['idle RSS ≤ 60 MB per worker', figures.rss <= 60, `${figures.rss.toFixed(1)} MB`],
-  ['4-iteration run over NATS faster than LangGraph.js in-process', figures.runNats < figures.runLangGraph, `${ms(figures.runNats)} vs ${ms(figures.runLangGraph)}`],
-  ['… the same with --reuse workers', figures.runNatsReuse < figures.runLangGraph, `${ms(figures.runNatsReuse)} vs ${ms(figures.runLangGraph)}`],
+  [
+    '4-iteration run over NATS faster than LangGraph.js in-process',
+    figures.runNats < figures.runLangGraph,
+    `${ms(figures.runNats)} vs ${ms(figures.runLangGraph)}`,
+  ],
+  [
+    '… the same with --reuse workers',
+    figures.runNatsReuse < figures.runLangGraph,
+    `${ms(figures.runNatsReuse)} vs ${ms(figures.runLangGraph)}`,
+  ],
 ];
 
-const table = ['| measure | value | ratio |', '| --- | --- | --- |', ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
-const verdicts = ['| target | met | measured |', '| --- | --- | --- |', ...targets.map(([name, met, measured]) => `| ${name} | ${met ? 'yes' : '**no**'} | ${measured} |`)].join('\n');
+const table = [
+  '| measure | value | ratio |',
+  '| --- | --- | --- |',
+  ...rows.map((row) => `| ${row.join(' | ')} |`),
+].join('\n');
+const verdicts = [
+  '| target | met | measured |',
+  '| --- | --- | --- |',
+  ...targets.map(([name, met, measured]) => `| ${name} | ${met ? 'yes' : '**no**'} | ${measured} |`),
+].join('\n');
 console.log(`${table}\n\n${verdicts}`);
 
 if (!QUICK) {

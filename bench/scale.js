@@ -20,7 +20,8 @@ const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, '
 const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
 const spec = { artifact, goal: 'Document the API rate limiter.', criteria, cap: 4 };
 const log = (line) => process.stderr.write(`${line}\n`);
-const quantile = (values, q) => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
+const quantile = (values, q) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
 const ms = (value) => `${value.toFixed(value < 10 ? 2 : 0)} ms`;
 const gc = () => globalThis.gc?.();
 
@@ -30,7 +31,17 @@ writeFileSync(
   script,
   JSON.stringify({
     name: 'bench-instant',
-    evaluate: [{ answer: { scores: [{ criterion_id: 'C1', pass: true }, { criterion_id: 'C2', pass: true }, { criterion_id: 'C3', pass: false, gap: 'Say how long to wait.' }] } }],
+    evaluate: [
+      {
+        answer: {
+          scores: [
+            { criterion_id: 'C1', pass: true },
+            { criterion_id: 'C2', pass: true },
+            { criterion_id: 'C3', pass: false, gap: 'Say how long to wait.' },
+          ],
+        },
+      },
+    ],
     revise: [{ answer: { artifact: `${artifact}\nA request over the limit gets 429.\n` } }],
   }),
 );
@@ -61,7 +72,9 @@ try {
     stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
   });
   await new Promise((resolve) => responder.once('message', resolve));
-  const allHeld = new Promise((resolve) => connection.subscribe('bench.all-held', { max: 1, callback: () => resolve() }));
+  const allHeld = new Promise((resolve) =>
+    connection.subscribe('bench.all-held', { max: 1, callback: () => resolve() }),
+  );
   gc();
   const before = process.memoryUsage();
   const running = concurrentRuns(runs);
@@ -75,17 +88,37 @@ try {
   const finished = outcomes.filter((outcome) => outcome.status === 'CAP_REACHED').length;
   const perRunKb = (during.heapUsed - before.heapUsed) / runs / 1024;
   const perRunRssKb = (during.rss - before.rss) / runs / 1024;
-  rows.push([`${runs} concurrent runs in one orchestrator: finished as expected`, `${finished} of ${runs}`, finished === runs ? 'none lost' : `**${runs - finished} lost**`]);
-  rows.push(['… runs/s (all started at once, 7 waves each)', (runs / (elapsed / 1000)).toFixed(0), `${((runs * 7) / (elapsed / 1000)).toFixed(0)} tasks/s`]);
-  rows.push(['… run latency p50 / p99 (includes waiting for all to be in flight)', `${ms(quantile(latencies, 0.5))} / ${ms(quantile(latencies, 0.99))}`, '']);
-  rows.push(['… orchestrator heap per in-flight run', `${perRunKb.toFixed(1)} KB`, `RSS ${perRunRssKb.toFixed(1)} KB per run; target < 100 KB`]);
-  log(`concurrent: ${finished}/${runs} in ${ms(elapsed)}; heap ${perRunKb.toFixed(1)} KB/run, rss ${perRunRssKb.toFixed(1)} KB/run`);
+  rows.push([
+    `${runs} concurrent runs in one orchestrator: finished as expected`,
+    `${finished} of ${runs}`,
+    finished === runs ? 'none lost' : `**${runs - finished} lost**`,
+  ]);
+  rows.push([
+    '… runs/s (all started at once, 7 waves each)',
+    (runs / (elapsed / 1000)).toFixed(0),
+    `${((runs * 7) / (elapsed / 1000)).toFixed(0)} tasks/s`,
+  ]);
+  rows.push([
+    '… run latency p50 / p99 (includes waiting for all to be in flight)',
+    `${ms(quantile(latencies, 0.5))} / ${ms(quantile(latencies, 0.99))}`,
+    '',
+  ]);
+  rows.push([
+    '… orchestrator heap per in-flight run',
+    `${perRunKb.toFixed(1)} KB`,
+    `RSS ${perRunRssKb.toFixed(1)} KB per run; target < 100 KB`,
+  ]);
+  log(
+    `concurrent: ${finished}/${runs} in ${ms(elapsed)}; heap ${perRunKb.toFixed(1)} KB/run, rss ${perRunRssKb.toFixed(1)} KB/run`,
+  );
 
   // 2. Throughput with 1, 2 and 4 worker hosts (each: --pool 2 --reuse 100000, one task per worker at a time).
   const throughput = {};
   for (const hosts of [1, 2, 4]) {
     const started = await Promise.all(
-      Array.from({ length: hosts }, () => startHostProcess({ natsUrl: server.url, roles: ['evaluate', 'revise'], pool: 2, reuse: 100_000, script })),
+      Array.from({ length: hosts }, () =>
+        startHostProcess({ natsUrl: server.url, roles: ['evaluate', 'revise'], pool: 2, reuse: 100_000, script }),
+      ),
     );
     const { elapsed: took, outcomes: done } = await concurrentRuns(QUICK ? 40 : 200);
     throughput[hosts] = done.length / (took / 1000);
@@ -93,7 +126,11 @@ try {
     log(`${hosts} host(s): ${throughput[hosts].toFixed(0)} runs/s`);
   }
   for (const hosts of [1, 2, 4]) {
-    rows.push([`runs/s with ${hosts} worker host${hosts === 1 ? '' : 's'} (2 workers each, --reuse)`, throughput[hosts].toFixed(0), `${(throughput[hosts] / throughput[1]).toFixed(2)}× one host`]);
+    rows.push([
+      `runs/s with ${hosts} worker host${hosts === 1 ? '' : 's'} (2 workers each, --reuse)`,
+      throughput[hosts].toFixed(0),
+      `${(throughput[hosts] / throughput[1]).toFixed(2)}× one host`,
+    ]);
   }
 } finally {
   await connection.drain();
@@ -101,19 +138,25 @@ try {
   rmSync(scratch, { recursive: true, force: true });
 }
 
-const table = ['| measure | value | note |', '| --- | --- | --- |', ...rows.map((row) => `| ${row.join(' | ')} |`)].join('\n');
+const table = [
+  '| measure | value | note |',
+  '| --- | --- | --- |',
+  ...rows.map((row) => `| ${row.join(' | ')} |`),
+].join('\n');
 console.log(table);
 if (!QUICK) {
   const section =
     `<!-- scale:start -->\n## Scale\n\nProduced by \`pnpm bench:scale\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} cores, Node ${process.version}. ` +
     'One orchestrator process with the NATS dispatcher; the instant scripted model. For the concurrency figures one bench ' +
-    'process (`bench/responder.js`, the real handlers) answers every task, holding each run\'s first evaluation until all ' +
+    "process (`bench/responder.js`, the real handlers) answers every task, holding each run's first evaluation until all " +
     'runs are in flight, so memory is measured with every run in flight at once.\n\n' +
     `${table}\n\n` +
     'Where the bound is: each worker takes one task at a time, so adding hosts adds parallel workers and throughput grows with them (the ratios above). On this machine the ceiling is the two cores shared by the orchestrator, nats-server and the workers: the concurrency figure, where one many-task responder answers everything, is that ceiling (about 1,500 tasks/s here), and worker hosts approach it as they are added; beyond it, hosts must be on other machines.\n<!-- scale:end -->\n';
   const path = `${REPO}docs/benchmarks.md`;
   const current = existsSync(path) ? readFileSync(path, 'utf8') : '# Benchmarks\n';
-  const next = current.includes('<!-- scale:start -->') ? current.replace(/<!-- scale:start -->[\s\S]*<!-- scale:end -->\n?/, section) : `${current.trimEnd()}\n\n${section}`;
+  const next = current.includes('<!-- scale:start -->')
+    ? current.replace(/<!-- scale:start -->[\s\S]*<!-- scale:end -->\n?/, section)
+    : `${current.trimEnd()}\n\n${section}`;
   writeFileSync(path, next);
   log('wrote the scale section of docs/benchmarks.md');
 }

@@ -22,7 +22,13 @@ describe('agent host', () => {
   });
 
   it('stops promptly when SIGTERM reaches workers mid-boot (connecting, warming up), leaving none behind', async () => {
-    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate', 'revise'], pool: 2, bootConcurrency: 4, model });
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate', 'revise'],
+      pool: 2,
+      bootConcurrency: 4,
+      model,
+    });
     const spawned = host.workerPids();
     expect(spawned).toHaveLength(4);
     let started = 0;
@@ -38,12 +44,30 @@ describe('agent host', () => {
   it('replaces a worker as soon as it takes its task (not when it exits), keeping the pool warm', async () => {
     const release = join(mkdtempSync(join(tmpdir(), 'polish-host-')), 'release');
     const script = join(dirname(release), 'held.json');
-    writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores: criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true })) }, hold_until_file: release }] }));
-    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model: { provider: 'scripted', script } });
+    writeFileSync(
+      script,
+      JSON.stringify({
+        evaluate: [
+          {
+            answer: { scores: criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true })) },
+            hold_until_file: release,
+          },
+        ],
+      }),
+    );
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate'],
+      pool: 1,
+      model: { provider: 'scripted', script },
+    });
     await host.ready;
     const [first] = host.workerPids();
     const replaced = new Promise<number>((resolve) => host.once('worker.ready', ({ pid }) => resolve(pid)));
-    const answered = createNatsDispatcher({ connection: nats.connection }).dispatch('evaluate', { artifact: 'Each key may send 100 requests per minute.', criteria });
+    const answered = createNatsDispatcher({ connection: nats.connection }).dispatch('evaluate', {
+      artifact: 'Each key may send 100 requests per minute.',
+      criteria,
+    });
     // The first worker still holds its task (its "model" has not answered) when its successor is ready.
     expect(await replaced).not.toBe(first);
     expect(host.workerPids()).toContain(first);
@@ -56,13 +80,20 @@ describe('agent host', () => {
     const release = join(mkdtempSync(join(tmpdir(), 'polish-deadline-')), 'never-released');
     const script = join(dirname(release), 'held.json');
     writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores: [] }, hold_until_file: release }] }));
-    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model: { provider: 'scripted', script } });
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate'],
+      pool: 1,
+      model: { provider: 'scripted', script },
+    });
     await host.ready;
     const [worker] = host.workerPids();
     const done = new Promise<boolean>((resolve) => host.once('task.done', ({ ok }) => resolve(ok)));
     const exited = new Promise<number>((resolve) => host.once('worker.exited', ({ pid }) => resolve(pid)));
     const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300, maxAttempts: 1 });
-    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria })).rejects.toThrow('no evaluate worker replied within 0.3 s');
+    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria })).rejects.toThrow(
+      'no evaluate worker replied within 0.3 s',
+    );
     expect(await done).toBe(false);
     expect(await exited).toBe(worker);
     await host.stop();
@@ -77,7 +108,17 @@ describe('agent host', () => {
         const task = TaskEnvelopeSchema.parse(message.json());
         seen.push(task);
         const scores = criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true }));
-        message.respond(JSON.stringify({ v: 1, taskId: task.taskId, ok: true, result: { scores }, usage: ZERO_USAGE, model: { provider: 'peer', model: 'peer', scripted: true }, worker: { pid: 1, hostname: 'peer' } }));
+        message.respond(
+          JSON.stringify({
+            v: 1,
+            taskId: task.taskId,
+            ok: true,
+            result: { scores },
+            usage: ZERO_USAGE,
+            model: { provider: 'peer', model: 'peer', scripted: true },
+            worker: { pid: 1, hostname: 'peer' },
+          }),
+        );
       },
     });
     const dispatcher = createNatsDispatcher({ connection: nats.connection });

@@ -5,7 +5,11 @@ import { REPO } from './support/cli.js';
 
 function sources(directory: string): string[] {
   return readdirSync(directory, { withFileTypes: true }).flatMap((entry) =>
-    entry.isDirectory() ? sources(join(directory, entry.name)) : entry.name.endsWith('.ts') ? [join(directory, entry.name)] : [],
+    entry.isDirectory()
+      ? sources(join(directory, entry.name))
+      : entry.name.endsWith('.ts')
+        ? [join(directory, entry.name)]
+        : [],
   );
 }
 

@@ -26,7 +26,15 @@ describe('polish demo', () => {
 describe('polish run', () => {
   it('ends CAP_REACHED with exit 3, the best version and its remaining gaps in --json', async () => {
     const { code, stdout, stderr } = await polish([
-      'run', `${demo}/artifact.md`, '--goal', goal, '--cap', '2', '--script', `${demo}/script-stubborn.yaml`, '--json',
+      'run',
+      `${demo}/artifact.md`,
+      '--goal',
+      goal,
+      '--cap',
+      '2',
+      '--script',
+      `${demo}/script-stubborn.yaml`,
+      '--json',
     ]);
     expect(code).toBe(3);
     const result = RunResultSchema.parse(JSON.parse(stdout));
@@ -44,7 +52,18 @@ describe('polish run', () => {
     const directory = scratch();
     const out = join(directory, 'final.md');
     const { code, stdout } = await polish(
-      ['run', '-', '--goal', goal, '--criteria', `${demo}/criteria.json`, '--script', `${demo}/script.yaml`, '--out', out],
+      [
+        'run',
+        '-',
+        '--goal',
+        goal,
+        '--criteria',
+        `${demo}/criteria.json`,
+        '--script',
+        `${demo}/script.yaml`,
+        '--out',
+        out,
+      ],
       { input: readFileSync(`${demo}/artifact.md`, 'utf8') },
     );
     expect(code).toBe(0);
@@ -57,9 +76,18 @@ describe('polish run', () => {
     const script = join(directory, 'broken.yaml');
     writeFileSync(script, 'evaluate:\n  - answer: "I think it is fine."\n');
     const out = join(directory, 'out.md');
-    const { code, stderr } = await polish(
-      ['run', `${demo}/artifact.md`, '--goal', goal, '--criteria', `${demo}/criteria.json`, '--script', script, '--out', out],
-    );
+    const { code, stderr } = await polish([
+      'run',
+      `${demo}/artifact.md`,
+      '--goal',
+      goal,
+      '--criteria',
+      `${demo}/criteria.json`,
+      '--script',
+      script,
+      '--out',
+      out,
+    ]);
     expect(code).toBe(4);
     expect(stderr).toContain('polish: FAILED: evaluate answer still invalid after 2 repairs: the answer is not JSON');
     expect(existsSync(out)).toBe(false);
@@ -75,7 +103,8 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
   };
   const artifact = `${demo}/artifact.md`;
   const script = `${demo}/script.yaml`;
-  const criteria = (list: unknown) => file(`criteria-${Math.random().toString(36).slice(2)}.json`, JSON.stringify(list));
+  const criteria = (list: unknown) =>
+    file(`criteria-${Math.random().toString(36).slice(2)}.json`, JSON.stringify(list));
   const nine = Array.from({ length: 9 }, (_, i) => ({ id: `C${i + 1}`, text: 'x' }));
 
   it.each([
@@ -83,21 +112,53 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['cap 9', ['--cap', '9'], 'cap: must be at most 8'],
     ['cap "x"', ['--cap', 'x'], 'cap: must be a whole number from 1 to 8, got "x"'],
     ['pass_0', ['--threshold', 'pass_0'], 'threshold: pass_N needs N of at least 1'],
-    ['pass_N above the criteria', ['--threshold', 'pass_4', '--criteria', `${demo}/criteria.json`], 'threshold: pass_4 needs 4 criteria but only 3 are given'],
+    [
+      'pass_N above the criteria',
+      ['--threshold', 'pass_4', '--criteria', `${demo}/criteria.json`],
+      'threshold: pass_4 needs 4 criteria but only 3 are given',
+    ],
     ['a bad threshold', ['--threshold', 'most'], 'threshold: must be pass_all or pass_N'],
     ['criteria not JSON', ['--criteria', file('bad.json', '{ nope')], 'criteria: '],
     ['zero criteria', ['--criteria', criteria([])], 'criteria: at least 1 criterion is needed'],
     ['nine criteria', ['--criteria', criteria(nine)], 'criteria: at most 8 criteria are allowed'],
-    ['duplicate ids', ['--criteria', criteria([{ id: 'C1', text: 'a' }, { id: 'C1', text: 'b' }])], 'criteria[1].id: duplicate criterion id C1'],
+    [
+      'duplicate ids',
+      [
+        '--criteria',
+        criteria([
+          { id: 'C1', text: 'a' },
+          { id: 'C1', text: 'b' },
+        ]),
+      ],
+      'criteria[1].id: duplicate criterion id C1',
+    ],
     ['empty criterion text', ['--criteria', criteria([{ id: 'C1', text: '' }])], 'criteria[0].text: must not be empty'],
     ['an unreadable criteria file', ['--criteria', join(directory, 'missing.json')], 'criteria: cannot read'],
     ['an unreadable script', ['--script', join(directory, 'missing.yaml')], 'script: cannot read'],
-    ['a task timeout that overflows timers', ['--task-timeout', '1e9'], 'task-timeout: must be a number of seconds from 0.01 to 86400'],
-    ['a task timeout of zero', ['--task-timeout', '0.0001'], 'task-timeout: must be a number of seconds from 0.01 to 86400'],
+    [
+      'a task timeout that overflows timers',
+      ['--task-timeout', '1e9'],
+      'task-timeout: must be a number of seconds from 0.01 to 86400',
+    ],
+    [
+      'a task timeout of zero',
+      ['--task-timeout', '0.0001'],
+      'task-timeout: must be a number of seconds from 0.01 to 86400',
+    ],
     ['an unreachable threshold', ['--threshold', 'pass_9'], 'threshold: pass_9 can never be met'],
   ])('%s', async (_name, flags, message) => {
     const out = join(directory, 'out.md');
-    const { code, stderr, stdout } = await polish(['run', artifact, '--goal', 'g', '--script', script, '--out', out, ...flags]);
+    const { code, stderr, stdout } = await polish([
+      'run',
+      artifact,
+      '--goal',
+      'g',
+      '--script',
+      script,
+      '--out',
+      out,
+      ...flags,
+    ]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
     expect(stderr.trim().split('\n')).toHaveLength(1);

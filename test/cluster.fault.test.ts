@@ -19,9 +19,18 @@ import { polish } from './support/cli.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-cluster-test-'));
-const spec = { artifact: readFileSync(`${demo}/artifact.md`, 'utf8'), goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim() };
-const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
-const took = (host: WatchedProcess, role: string) => host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
+const spec = {
+  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
+  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
+};
+const outcome = (result: RunResult) => ({
+  status: result.status,
+  iterations: result.iterations,
+  artifact: result.artifact,
+  history: result.history,
+});
+const took = (host: WatchedProcess, role: string) =>
+  host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
 
 /** Stream name → [configured replicas, peers the cluster reports for it (leader and replicas)]. */
 async function replicasOf(connection: NatsConnection, streams: string[]) {
@@ -50,7 +59,9 @@ async function until<T>(ask: () => Promise<T>, done: (answer: T) => boolean, tim
 /** Waits for a promise, or fails naming what did not happen in time. */
 async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<never>((_resolve, reject) => (timer = setTimeout(() => reject(new Error(`waited ${ms} ms for ${what}`)), ms)));
+  const late = new Promise<never>(
+    (_resolve, reject) => (timer = setTimeout(() => reject(new Error(`waited ${ms} ms for ${what}`)), ms)),
+  );
   try {
     return await Promise.race([promise, late]);
   } finally {
@@ -99,100 +110,165 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
     expect(await raised.get('run.kept')).toEqual({ kept: true });
   });
 
-  it('the node the orchestrator uses is killed mid-run: it reconnects to another node and the run completes, nothing lost', { timeout: 180_000 }, async () => {
-    const [orchestratorNode, workerNode, clientNode] = cluster.nodes as [NatsCluster['nodes'][0], NatsCluster['nodes'][0], NatsCluster['nodes'][0]];
-    const t0 = Date.now();
-    const hold = held(`${demo}/script.yaml`, scratch);
-    // --task-timeout bounds the test if an answer were lost; the assertions below prove none was.
-    const serve = startPolish(['serve', '--nats', orchestratorNode.url, '--id', 'clustered', '--replicas', '3', '--task-timeout', '30']);
-    let host: WatchedProcess | undefined;
-    let client: WatchedProcess | undefined;
-    try {
-      [host] = await Promise.all([startHost(workerNode.url, ['--pool', '1', '--script', hold.script]), serve.waitFor(/^polish serve: ready/)]);
-      timings.push(`worker host and polish serve --replicas 3 ready: ${Date.now() - t0} ms`);
-      expect(serve.lines.join('\n')).toContain('(JetStream replicas 3)');
-      const names = storeNames();
-      const streams = [names.events, `KV_${names.runs}`, `OBJ_${names.artifacts}`];
-      const observer = await connect({ servers: clientNode.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
-      connections.push(observer);
-      expect(await replicasOf(observer, streams)).toEqual(Object.fromEntries(streams.map((name) => [name, [3, 3]])));
+  it(
+    'the node the orchestrator uses is killed mid-run: it reconnects to another node and the run completes, nothing lost',
+    { timeout: 180_000 },
+    async () => {
+      const [orchestratorNode, workerNode, clientNode] = cluster.nodes as [
+        NatsCluster['nodes'][0],
+        NatsCluster['nodes'][0],
+        NatsCluster['nodes'][0],
+      ];
+      const t0 = Date.now();
+      const hold = held(`${demo}/script.yaml`, scratch);
+      // --task-timeout bounds the test if an answer were lost; the assertions below prove none was.
+      const serve = startPolish([
+        'serve',
+        '--nats',
+        orchestratorNode.url,
+        '--id',
+        'clustered',
+        '--replicas',
+        '3',
+        '--task-timeout',
+        '30',
+      ]);
+      let host: WatchedProcess | undefined;
+      let client: WatchedProcess | undefined;
+      try {
+        [host] = await Promise.all([
+          startHost(workerNode.url, ['--pool', '1', '--script', hold.script]),
+          serve.waitFor(/^polish serve: ready/),
+        ]);
+        timings.push(`worker host and polish serve --replicas 3 ready: ${Date.now() - t0} ms`);
+        expect(serve.lines.join('\n')).toContain('(JetStream replicas 3)');
+        const names = storeNames();
+        const streams = [names.events, `KV_${names.runs}`, `OBJ_${names.artifacts}`];
+        const observer = await connect({ servers: clientNode.url, maxReconnectAttempts: -1, reconnectTimeWait: 100 });
+        connections.push(observer);
+        expect(await replicasOf(observer, streams)).toEqual(Object.fromEntries(streams.map((name) => [name, [3, 3]])));
 
-      client = startPolish(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', clientNode.url, '--json']);
-      const [, runId] = await client.waitFor(/submitting run (\S+) to the polish run service/);
-      // Wave 1 is done and stored; the first evaluation is in a worker's hands, held there.
-      await host.waitFor(/\(evaluate\) took task/);
+        client = startPolish(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', clientNode.url, '--json']);
+        const [, runId] = await client.waitFor(/submitting run (\S+) to the polish run service/);
+        // Wave 1 is done and stored; the first evaluation is in a worker's hands, held there.
+        await host.waitFor(/\(evaluate\) took task/);
 
-      timings.push(`run submitted, first evaluation held: ${Date.now() - t0} ms`);
-      const killedAt = Date.now();
-      await orchestratorNode.kill();
-      await serve.waitFor(/^polish serve: lost NATS at /);
-      const [, reconnectedTo] = await serve.waitFor(/^polish serve: reconnected to NATS at (\S+)/);
-      timings.push(`orchestrator reconnected ${Date.now() - killedAt} ms after its node was killed (to ${reconnectedTo})`);
-      expect([new URL(workerNode.url).host, new URL(clientNode.url).host]).toContain(reconnectedTo?.replace(/^nats:\/\//, ''));
+        timings.push(`run submitted, first evaluation held: ${Date.now() - t0} ms`);
+        const killedAt = Date.now();
+        await orchestratorNode.kill();
+        await serve.waitFor(/^polish serve: lost NATS at /);
+        const [, reconnectedTo] = await serve.waitFor(/^polish serve: reconnected to NATS at (\S+)/);
+        timings.push(
+          `orchestrator reconnected ${Date.now() - killedAt} ms after its node was killed (to ${reconnectedTo})`,
+        );
+        expect([new URL(workerNode.url).host, new URL(clientNode.url).host]).toContain(
+          reconnectedTo?.replace(/^nats:\/\//, ''),
+        );
 
-      // The orchestrator answers again, asked from the workers' node: its subscriptions (the
-      // run service, and the inbox the held evaluation's answer will go to) reached that node.
-      const viaWorkerNode = await connect({ servers: workerNode.url });
-      connections.push(viaWorkerNode);
-      expect((await createRunClient(viaWorkerNode).status(runId as string)).status).toBe('RUNNING');
-      hold.release();
-      const exit = await within(client.exited, 120_000, 'the run to finish');
-      timings.push(`run finished ${Date.now() - killedAt} ms after the kill`);
-      expect(exit.code, client.lines.join('\n')).toBe(0);
-      const result = JSON.parse(client.stdout()) as RunResult;
-      expect(result.status).toBe('CONVERGED');
-      expect(outcome(result)).toEqual(outcome(undisturbed));
+        // The orchestrator answers again, asked from the workers' node: its subscriptions (the
+        // run service, and the inbox the held evaluation's answer will go to) reached that node.
+        const viaWorkerNode = await connect({ servers: workerNode.url });
+        connections.push(viaWorkerNode);
+        expect((await createRunClient(viaWorkerNode).status(runId as string)).status).toBe('RUNNING');
+        hold.release();
+        const exit = await within(client.exited, 120_000, 'the run to finish');
+        timings.push(`run finished ${Date.now() - killedAt} ms after the kill`);
+        expect(exit.code, client.lines.join('\n')).toBe(0);
+        const result = JSON.parse(client.stdout()) as RunResult;
+        expect(result.status).toBe('CONVERGED');
+        expect(outcome(result)).toEqual(outcome(undisturbed));
 
-      // Asked through another surviving node: the service answers from the replicated bucket.
-      const status = await polish(['status', runId as string, '--nats', workerNode.url, '--json']);
-      expect(status.code, status.stderr).toBe(0);
-      expect(JSON.parse(status.stdout)).toMatchObject({ runId, status: 'CONVERGED', owner: 'clustered', iteration: 3 });
+        // Asked through another surviving node: the service answers from the replicated bucket.
+        const status = await polish(['status', runId as string, '--nats', workerNode.url, '--json']);
+        expect(status.code, status.stderr).toBe(0);
+        expect(JSON.parse(status.stdout)).toMatchObject({
+          runId,
+          status: 'CONVERGED',
+          owner: 'clustered',
+          iteration: 3,
+        });
 
-      // Nothing lost, nothing paid twice: the held evaluation's answer reached the orchestrator
-      // after it reconnected; no wave was sent again.
-      expect([took(host, 'criteria'), took(host, 'evaluate'), took(host, 'revise')]).toEqual([1, 3, 2]);
-      // Every event of the run is in the replicated stream, in order.
-      // (Opening the store asks for each stream's info: one that led on node 1 may still be electing.)
-      const replay = await (await until(() => openRunStore(observer), () => true, 30_000)).events(runId as string);
-      expect(replay[0]?.type).toBe('run.started');
-      expect(replay.at(-1)?.type).toBe('run.finished');
-      expect(replay.filter((event) => event.type === 'iteration.evaluated').map((event) => event.type === 'iteration.evaluated' && event.passed)).toEqual([1, 2, 3]);
-      // Still 3 replicas: the same 3 peers (the dead node stays a member), the leader one of the
-      // survivors. A stream nobody wrote to since the kill may still be electing: wait, bounded.
-      const manager = await jetstreamManager(observer);
-      for (const name of streams) {
-        const info = await until(() => manager.streams.info(name), (found) => found.cluster?.leader !== orchestratorNode.name && Boolean(found.cluster?.leader), 30_000);
-        expect(info.config.num_replicas).toBe(3);
-        expect([workerNode.name, clientNode.name]).toContain(info.cluster?.leader);
-        expect([info.cluster?.leader, ...(info.cluster?.replicas ?? []).map((peer) => peer.name)].sort()).toEqual(['n1', 'n2', 'n3']);
+        // Nothing lost, nothing paid twice: the held evaluation's answer reached the orchestrator
+        // after it reconnected; no wave was sent again.
+        expect([took(host, 'criteria'), took(host, 'evaluate'), took(host, 'revise')]).toEqual([1, 3, 2]);
+        // Every event of the run is in the replicated stream, in order.
+        // (Opening the store asks for each stream's info: one that led on node 1 may still be electing.)
+        const replay = await (
+          await until(
+            () => openRunStore(observer),
+            () => true,
+            30_000,
+          )
+        ).events(runId as string);
+        expect(replay[0]?.type).toBe('run.started');
+        expect(replay.at(-1)?.type).toBe('run.finished');
+        expect(
+          replay
+            .filter((event) => event.type === 'iteration.evaluated')
+            .map((event) => event.type === 'iteration.evaluated' && event.passed),
+        ).toEqual([1, 2, 3]);
+        // Still 3 replicas: the same 3 peers (the dead node stays a member), the leader one of the
+        // survivors. A stream nobody wrote to since the kill may still be electing: wait, bounded.
+        const manager = await jetstreamManager(observer);
+        for (const name of streams) {
+          const info = await until(
+            () => manager.streams.info(name),
+            (found) => found.cluster?.leader !== orchestratorNode.name && Boolean(found.cluster?.leader),
+            30_000,
+          );
+          expect(info.config.num_replicas).toBe(3);
+          expect([workerNode.name, clientNode.name]).toContain(info.cluster?.leader);
+          expect([info.cluster?.leader, ...(info.cluster?.replicas ?? []).map((peer) => peer.name)].sort()).toEqual([
+            'n1',
+            'n2',
+            'n3',
+          ]);
+        }
+        timings.push(`assertions done: ${Date.now() - t0} ms`);
+      } catch (error) {
+        // What each process and node said: a failure here is about timing across processes.
+        const notable = (log: string) =>
+          log
+            .split('\n')
+            .filter((line) => /\[(WRN|ERR)\]|leader/.test(line) && !/connect to route/.test(line))
+            .slice(-40)
+            .join('\n');
+        console.log(
+          [
+            `serve:\n${serve.lines.join('\n')}`,
+            `client:\n${client?.lines.join('\n')}`,
+            ...cluster.nodes.map((node) => `${node.name}:\n${notable(node.log())}`),
+          ].join('\n--- '),
+        );
+        throw error;
+      } finally {
+        // A held worker never finishes its task, and a draining host waits for it: let go first.
+        hold.release();
+        // The submitting client would cancel the run on SIGTERM and wait for that: it has nothing to keep.
+        if (client?.child.exitCode === null && client.child.signalCode === null) client.child.kill('SIGKILL');
+        if (client) await client.exited;
+        // SIGTERM drains; a wedged orchestrator must not keep the test from ending.
+        const killer = setTimeout(() => serve.child.kill('SIGKILL'), 15_000);
+        await stop(serve);
+        clearTimeout(killer);
+        if (host) await stop(host);
+        timings.push(`processes stopped: ${Date.now() - t0} ms`);
       }
-      timings.push(`assertions done: ${Date.now() - t0} ms`);
-    } catch (error) {
-      // What each process and node said: a failure here is about timing across processes.
-      const notable = (log: string) => log.split('\n').filter((line) => /\[(WRN|ERR)\]|leader/.test(line) && !/connect to route/.test(line)).slice(-40).join('\n');
-      console.log(
-        [`serve:\n${serve.lines.join('\n')}`, `client:\n${client?.lines.join('\n')}`, ...cluster.nodes.map((node) => `${node.name}:\n${notable(node.log())}`)].join('\n--- '),
-      );
-      throw error;
-    } finally {
-      // A held worker never finishes its task, and a draining host waits for it: let go first.
-      hold.release();
-      // The submitting client would cancel the run on SIGTERM and wait for that: it has nothing to keep.
-      if (client?.child.exitCode === null && client.child.signalCode === null) client.child.kill('SIGKILL');
-      if (client) await client.exited;
-      // SIGTERM drains; a wedged orchestrator must not keep the test from ending.
-      const killer = setTimeout(() => serve.child.kill('SIGKILL'), 15_000);
-      await stop(serve);
-      clearTimeout(killer);
-      if (host) await stop(host);
-      timings.push(`processes stopped: ${Date.now() - t0} ms`);
-    }
-  });
+    },
+  );
 
   it('polish serve takes a comma-separated list of servers and uses one that answers', async () => {
     // Nothing listens on port 1, and node 1 is down if the previous test ran.
     const [down, up] = cluster.nodes as [NatsCluster['nodes'][0], NatsCluster['nodes'][0]];
-    const serve = startPolish(['serve', '--nats', `nats://127.0.0.1:1,${down.url},${up.url}`, '--id', 'listed', '--replicas', '3']);
+    const serve = startPolish([
+      'serve',
+      '--nats',
+      `nats://127.0.0.1:1,${down.url},${up.url}`,
+      '--id',
+      'listed',
+      '--replicas',
+      '3',
+    ]);
     try {
       await serve.waitFor(/^polish serve: ready/);
     } finally {

@@ -28,11 +28,19 @@ import { startHost, startPolish, stop, type WatchedProcess } from './support/pro
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-durable-'));
-const spec = { artifact: readFileSync(`${demo}/artifact.md`, 'utf8'), goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim() };
+const spec = {
+  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
+  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
+};
 
 const heldScript = () => held(`${demo}/script.yaml`, scratch);
 
-const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
+const outcome = (result: RunResult) => ({
+  status: result.status,
+  iterations: result.iterations,
+  artifact: result.artifact,
+  history: result.history,
+});
 
 async function startServe(natsUrl: string, id: string, extra: string[] = []): Promise<WatchedProcess> {
   const serve = startPolish(['serve', '--nats', natsUrl, '--id', id, ...extra]);
@@ -55,7 +63,8 @@ function finishedEvent(connection: Pick<NatsFixture['connection'], 'subscribe'>,
   });
 }
 
-const took = (host: WatchedProcess, role: string) => host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
+const took = (host: WatchedProcess, role: string) =>
+  host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
 
 describe('durable runs: fault tests (real processes, kill -9)', () => {
   let nats: NatsFixture;
@@ -108,7 +117,15 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script.yaml`]);
     const serve = await startServe(nats.server.url, 'cli');
     try {
-      const run = await polishCli(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', nats.server.url, '--json']);
+      const run = await polishCli([
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        spec.goal,
+        '--nats',
+        nats.server.url,
+        '--json',
+      ]);
       expect(run.code).toBe(0);
       const [, runId] = /submitting run (\S+) to the polish run service/.exec(run.stderr) ?? [];
       expect(runId).toBeDefined();
@@ -145,7 +162,11 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const replay = await (await openRunStore(nats.connection)).events(runId);
       expect(replay[0]?.type).toBe('run.started');
       expect(replay.at(-1)?.type).toBe('run.finished');
-      expect(replay.filter((event) => event.type === 'iteration.evaluated').map((event) => event.type === 'iteration.evaluated' && event.passed)).toEqual([1, 2, 3]);
+      expect(
+        replay
+          .filter((event) => event.type === 'iteration.evaluated')
+          .map((event) => event.type === 'iteration.evaluated' && event.passed),
+      ).toEqual([1, 2, 3]);
     } finally {
       await stop(serve);
       await stop(host);
@@ -194,7 +215,8 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       expect([extended.status, extended.iteration, extended.cap]).toEqual(['CAP_REACHED', 4, 4]);
       expect(extended.result?.criteria).toEqual(capped.result?.criteria);
       // The versions evaluated before stay as they were (a revision adds its usage to the iteration it follows).
-      const withoutUsage = (history: RunResult['history'] = []) => history.map(({ usage: _usage, ...record }) => record);
+      const withoutUsage = (history: RunResult['history'] = []) =>
+        history.map(({ usage: _usage, ...record }) => record);
       expect(withoutUsage(extended.result?.history.slice(0, 2))).toEqual(withoutUsage(capped.result?.history));
       expect(took(host, 'criteria')).toBe(1);
       const refused = await polishCli(['extend', runId, '--cap', '9', '--nats', nats.server.url]);
@@ -207,7 +229,14 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
 
   it('200 concurrent runs with one orchestrator restart: all reach a terminal state, none lost, none duplicated', async () => {
     // Reused workers: this test is about the orchestrator, and 1,200 single-use boots would take minutes.
-    const host = await startHost(nats.server.url, ['--pool', '2', '--reuse', '1000000', '--script', `${demo}/script.yaml`]);
+    const host = await startHost(nats.server.url, [
+      '--pool',
+      '2',
+      '--reuse',
+      '1000000',
+      '--script',
+      `${demo}/script.yaml`,
+    ]);
     const first = await startServe(nats.server.url, 'bulk');
     const ids: string[] = Array.from({ length: 200 }, () => randomUUID());
     const finished = new Set<string>();
@@ -235,13 +264,20 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const runs = (await client.list()).filter((run) => ids.includes(run.runId));
       expect(runs).toHaveLength(200);
       expect(new Set(runs.map((run) => run.runId)).size).toBe(200);
-      expect(runs.every((run) => run.status === 'CONVERGED' && run.result && outcome(run.result).artifact === undisturbed.artifact)).toBe(true);
+      expect(
+        runs.every(
+          (run) => run.status === 'CONVERGED' && run.result && outcome(run.result).artifact === undisturbed.artifact,
+        ),
+      ).toBe(true);
       // Exactly one run.finished per run in the event stream.
-      const consumer = await jetstream(nats.connection).consumers.get(storeNames().events, { filter_subjects: eventsSubject('*') });
+      const consumer = await jetstream(nats.connection).consumers.get(storeNames().events, {
+        filter_subjects: eventsSubject('*'),
+      });
       const counts = new Map<string, number>();
       for await (const message of await consumer.consume()) {
         const event = message.json<RunEvent>();
-        if (event.type === 'run.finished' && ids.includes(event.runId)) counts.set(event.runId, (counts.get(event.runId) ?? 0) + 1);
+        if (event.type === 'run.finished' && ids.includes(event.runId))
+          counts.set(event.runId, (counts.get(event.runId) ?? 0) + 1);
         if (message.info.pending === 0) break;
       }
       expect(counts.size).toBe(200);
@@ -259,7 +295,9 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
     const inProcess = createInProcessDispatcher((task) => handleTask(task, model));
     const dispatched: string[] = [];
-    const dispatcher: Dispatcher = { dispatch: (role, payload, options) => (dispatched.push(role), inProcess.dispatch(role, payload, options)) };
+    const dispatcher: Dispatcher = {
+      dispatch: (role, payload, options) => (dispatched.push(role), inProcess.dispatch(role, payload, options)),
+    };
     let markCrashed: () => void = () => undefined;
     const crashed = new Promise<void>((resolve) => (markCrashed = resolve));
     // The real store, with one twist: right after the first evaluation's result is saved, the
@@ -295,8 +333,14 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const runId = randomUUID();
       await client.submit(spec, runId);
       await host.waitFor(/\(evaluate\) took task/);
-      const beta = createRunManager({ store: await openRunStore(nats.connection), dispatcher: createInProcessDispatcher(() => Promise.reject(new Error('must not run'))), owner: 'beta' });
-      await expect(beta.resume(runId)).rejects.toThrow(`run ${runId} belongs to orchestrator "alpha", which is running: resume it there`);
+      const beta = createRunManager({
+        store: await openRunStore(nats.connection),
+        dispatcher: createInProcessDispatcher(() => Promise.reject(new Error('must not run'))),
+        owner: 'beta',
+      });
+      await expect(beta.resume(runId)).rejects.toThrow(
+        `run ${runId} belongs to orchestrator "alpha", which is running: resume it there`,
+      );
       await expect(beta.cancel(runId)).rejects.toThrow('which is running: cancel it there');
       const twin = startPolish(['serve', '--nats', nats.server.url, '--id', 'alpha']);
       twins.push(twin);
@@ -315,11 +359,24 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     await openRunStore(nats.connection);
     const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
     const runId = randomUUID();
-    const record = { runId, owner: 'old-orchestrator', machineVersion: 0, status: 'RUNNING', state: 'evaluating', iteration: 1, cap: 4, createdAt: 1, updatedAt: 1, snapshot: { value: 'evaluating' } };
+    const record = {
+      runId,
+      owner: 'old-orchestrator',
+      machineVersion: 0,
+      status: 'RUNNING',
+      state: 'evaluating',
+      iteration: 1,
+      cap: 4,
+      createdAt: 1,
+      updatedAt: 1,
+      snapshot: { value: 'evaluating' },
+    };
     await kv.put(`run.${runId}`, JSON.stringify(record));
     const serve = await startServe(nats.server.url, 'old-orchestrator');
     try {
-      expect(serve.lines.join('\n')).toContain(`cannot resume ${runId}: run ${runId} was saved by polish machine version 0, and this orchestrator runs machine version 1`);
+      expect(serve.lines.join('\n')).toContain(
+        `cannot resume ${runId}: run ${runId} was saved by polish machine version 0, and this orchestrator runs machine version 1`,
+      );
       const resume = await polishCli(['resume', runId, '--nats', nats.server.url]);
       expect(resume.code).toBe(2);
       expect(resume.stderr).toContain('machine version 0');
@@ -336,7 +393,10 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     try {
       const runId = randomUUID();
       const finished = finishedEvent(nats.connection, runId);
-      await client.submit({ ...spec, artifact: big, criteria: JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) }, runId);
+      await client.submit(
+        { ...spec, artifact: big, criteria: JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) },
+        runId,
+      );
       await finished;
       const run = await client.status(runId);
       const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);

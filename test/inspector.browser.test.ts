@@ -17,7 +17,15 @@ const demo = `${REPO}examples/demo`;
 const scratch = mkdtempSync(join(tmpdir(), 'polish-inspector-'));
 // The artifact carries markup that must stay text: were it rendered, these would set the flag.
 const HOSTILE = '\n<script>window.__pwned = 1</script><img src=x onerror="window.__pwned = 2">\n';
-const BROWSER_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'];
+const BROWSER_FLAGS = [
+  '--headless',
+  '--no-sandbox',
+  '--disable-gpu',
+  '--disable-background-networking',
+  '--disable-component-update',
+  '--disable-sync',
+  '--no-first-run',
+];
 
 let nats: NatsFixture;
 let inspector: WatchedProcess;
@@ -53,7 +61,10 @@ describe('polish inspect, in a browser', () => {
     // Each iteration's evaluation waits for its own release file, so the test sees the run step by step.
     const source = loadScriptFile(`${demo}/script.yaml`);
     const release = (iteration: number) => writeFileSync(join(scratch, `release-${iteration}`), '');
-    const evaluate = source.evaluate?.map((rule, index, rules) => ({ ...rule, hold_until_file: join(scratch, `release-${rules.length - index}`) }));
+    const evaluate = source.evaluate?.map((rule, index, rules) => ({
+      ...rule,
+      hold_until_file: join(scratch, `release-${rules.length - index}`),
+    }));
     const script = join(scratch, 'stepwise.json');
     writeFileSync(script, JSON.stringify({ ...source, evaluate }));
     const host = await startHost(nats.server.url, ['--pool', '2', '--script', script]);
@@ -61,10 +72,21 @@ describe('polish inspect, in a browser', () => {
     const artifact = join(scratch, 'artifact.md');
     writeFileSync(artifact, `${readFileSync(`${demo}/artifact.md`, 'utf8')}${HOSTILE}`);
     const inspectEvents: string[] = [];
-    const feed = nats.connection.subscribe('polish.v1.inspect.>', { callback: (_error, message) => void inspectEvents.push((message.json() as { type: string }).type) });
+    const feed = nats.connection.subscribe('polish.v1.inspect.>', {
+      callback: (_error, message) => void inspectEvents.push((message.json() as { type: string }).type),
+    });
 
     const { page, requests } = await openPage();
-    const run = startPolish(['run', artifact, '--goal', readFileSync(`${demo}/goal.txt`, 'utf8').trim(), '--nats', nats.server.url, '--local', '--json']);
+    const run = startPolish([
+      'run',
+      artifact,
+      '--goal',
+      readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
+      '--nats',
+      nats.server.url,
+      '--local',
+      '--json',
+    ]);
     started.push(run);
 
     // The run appears, and the statechart lights the state it is in: wave 2 waits on the held evaluator.
@@ -82,7 +104,10 @@ describe('polish inspect, in a browser', () => {
       expect(await page.locator('[data-testid=grid] th').count()).toBe(iteration + 1);
       await page.locator('g[data-state="evaluating"][data-active="true"]').waitFor();
       // The next evaluation has been sent (and is held): the timeline shows it waiting.
-      await page.waitForFunction((count) => document.querySelectorAll('[data-testid=timeline] tr[data-role="evaluate"]').length === count, iteration + 1);
+      await page.waitForFunction(
+        (count) => document.querySelectorAll('[data-testid=timeline] tr[data-role="evaluate"]').length === count,
+        iteration + 1,
+      );
     }
     release(3);
     expect((await run.exited).code).toBe(0);
@@ -109,7 +134,6 @@ describe('polish inspect, in a browser', () => {
     expect(await page.locator('main script, main img').count()).toBe(0);
     expect(await page.locator('[data-testid=diff]').textContent()).toContain('<script>window.__pwned = 1</script>');
 
-
     // A finished run replays step by step from its stored events.
     await page.locator('[data-testid=replay-slider]').fill('4');
     await page.locator('[data-testid=replay-label]', { hasText: 'event 4 of' }).waitFor();
@@ -133,29 +157,57 @@ describe('polish inspect, in a browser', () => {
   });
 
   it('shows a PAR run: cycles, evidence and each policy decision with its reasons', async () => {
-    const host = await startHost(nats.server.url, ['--roles', 'par.plan,par.act,par.command', '--pool', '1', '--script', `${REPO}examples/par/script.yaml`]);
+    const host = await startHost(nats.server.url, [
+      '--roles',
+      'par.plan,par.act,par.command',
+      '--pool',
+      '1',
+      '--script',
+      `${REPO}examples/par/script.yaml`,
+    ]);
     started.push(host);
     const workspace = mkdtempSync(join(tmpdir(), 'polish-inspector-par-'));
     cpSync(`${REPO}examples/par/project`, workspace, { recursive: true });
     const { page } = await openPage();
     const run = startPolish([
-      'par', 'run', '--topic', 'fix-add', '--workspace', workspace, '--goal', 'make add() add', '--acceptance', 'node test.js passes',
-      '--critique', 'command', '--command', 'node test.js', '--policy', `${REPO}examples/par/policy.json`, '--nats', nats.server.url,
+      'par',
+      'run',
+      '--topic',
+      'fix-add',
+      '--workspace',
+      workspace,
+      '--goal',
+      'make add() add',
+      '--acceptance',
+      'node test.js passes',
+      '--critique',
+      'command',
+      '--command',
+      'node test.js',
+      '--policy',
+      `${REPO}examples/par/policy.json`,
+      '--nats',
+      nats.server.url,
     ]);
     started.push(run);
     expect((await run.exited).code).toBe(0);
     await page.locator('[data-testid=runs] li', { hasText: 'PAR fix-add' }).click();
     await page.locator('[data-testid=run-status]', { hasText: 'PASS' }).waitFor();
     expect(await page.locator('[data-testid=cycles] tr[data-cycle]').count()).toBe(2);
-    expect(await page.locator('[data-testid=cycles] tr[data-cycle="1"]').textContent()).toContain('FAIL add(2, 3) returned 1, expected 5');
-    expect(await page.locator('[data-testid=cycles] tr[data-cycle="2"]').textContent()).toContain('.coord/evidence/command-');
+    expect(await page.locator('[data-testid=cycles] tr[data-cycle="1"]').textContent()).toContain(
+      'FAIL add(2, 3) returned 1, expected 5',
+    );
+    expect(await page.locator('[data-testid=cycles] tr[data-cycle="2"]').textContent()).toContain(
+      '.coord/evidence/command-',
+    );
     const decisions = await page.locator('[data-testid=decisions] li').allTextContents();
     expect(decisions.at(-1)).toBe('stop: task_status:completed');
     expect(decisions.slice(0, -1).every((decision) => decision === 'continue')).toBe(true);
     await page.locator('g[data-state="passed"][data-active="true"]').waitFor();
     await page.locator('[data-testid=version-tabs] button').last().click();
     expect((await page.locator('[data-testid=diff] span.added').allTextContents()).join('')).toContain('return a + b');
-    if (process.env.POLISH_SCREENSHOTS) await page.screenshot({ path: join(REPO, 'docs', 'inspector-par-run.png'), fullPage: true });
+    if (process.env.POLISH_SCREENSHOTS)
+      await page.screenshot({ path: join(REPO, 'docs', 'inspector-par-run.png'), fullPage: true });
     await page.close();
   });
 
@@ -163,10 +215,13 @@ describe('polish inspect, in a browser', () => {
     const status = (path: string, host: string) =>
       new Promise<number>((resolve, reject) => {
         const target = new URL(url);
-        const request = httpRequest({ host: target.hostname, port: target.port, path, headers: { host } }, (response) => {
-          response.resume();
-          resolve(response.statusCode ?? 0);
-        });
+        const request = httpRequest(
+          { host: target.hostname, port: target.port, path, headers: { host } },
+          (response) => {
+            response.resume();
+            resolve(response.statusCode ?? 0);
+          },
+        );
         request.on('error', reject);
         request.end();
       });
@@ -182,7 +237,8 @@ describe('polish inspect, in a browser', () => {
     await page.goto((await demoRun.waitFor(/inspector: open (http:\/\/127\.0\.0\.1:\d+\/)/))[1] ?? '');
     await page.locator('[data-testid=run-status]', { hasText: 'CONVERGED' }).waitFor({ timeout: 30_000 });
     expect(await page.locator('[data-testid=grid] th').count()).toBe(4);
-    if (process.env.POLISH_SCREENSHOTS) await page.screenshot({ path: join(REPO, 'docs', 'inspector-polish-run.png'), fullPage: true });
+    if (process.env.POLISH_SCREENSHOTS)
+      await page.screenshot({ path: join(REPO, 'docs', 'inspector-polish-run.png'), fullPage: true });
     await demoRun.waitFor(/the inspector stays on/);
     demoRun.child.kill('SIGINT');
     expect((await demoRun.exited).code).toBe(0);

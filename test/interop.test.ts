@@ -23,19 +23,23 @@ const CLIENT = 'examples/raw-client/submit-and-follow.mjs';
 /** The foreign worker's rule for the demo's criteria: C1, C2, C3 pass when these words are in the artifact. */
 const KEYWORDS = ['--keyword', 'per minute', '--keyword', 'C2=429', '--keyword', 'C3=Retry-After'];
 const FOREIGN_MODEL = { provider: 'raw-client', model: 'keyword-rule', scripted: true };
-const gapFor = (id: string, word: string, text: string) => `${id}: The artifact does not contain "${word}"; add it where it answers "${text}"`;
+const gapFor = (id: string, word: string, text: string) =>
+  `${id}: The artifact does not contain "${word}"; add it where it answers "${text}"`;
 const C2 = 'Names the HTTP status code a client receives when it exceeds the limit.';
 const C3 = 'Tells the client how long to wait before retrying, and where that value comes from.';
 
 const ajv = new Ajv2020({ allErrors: true });
-const schema = (name: string) => ajv.compile(JSON.parse(readFileSync(`${REPO}packages/protocol/schema/${name}.schema.json`, 'utf8')));
+const schema = (name: string) =>
+  ajv.compile(JSON.parse(readFileSync(`${REPO}packages/protocol/schema/${name}.schema.json`, 'utf8')));
 const validReply = schema('task-reply');
 const validEvaluation = schema('evaluation');
 
 const children = new Set<ChildProcess>();
 
 /** A node child process whose stderr lines can be awaited (the foreign worker logs there). */
-function startNode(args: string[]): WatchedProcess & { waitForCount(pattern: RegExp, count: number): Promise<string[]> } {
+function startNode(
+  args: string[],
+): WatchedProcess & { waitForCount(pattern: RegExp, count: number): Promise<string[]> } {
   const child = spawn(process.execPath, args, { cwd: REPO, stdio: ['ignore', 'pipe', 'pipe'] });
   children.add(child);
   const lines: string[] = [];
@@ -63,7 +67,9 @@ function startNode(args: string[]): WatchedProcess & { waitForCount(pattern: Reg
       };
       if (check()) return;
       waiters.add(check);
-      void exited.then(() => reject(new Error(`process exited before ${count} lines matched ${pattern}:\n${lines.join('\n')}`)));
+      void exited.then(() =>
+        reject(new Error(`process exited before ${count} lines matched ${pattern}:\n${lines.join('\n')}`)),
+      );
     });
   return {
     child,
@@ -81,7 +87,9 @@ function startNode(args: string[]): WatchedProcess & { waitForCount(pattern: Reg
 /** Starts the foreign evaluate worker and waits until its subscription is known to the server. */
 async function startForeignWorker(natsUrl: string, args: string[]) {
   const worker = startNode([WORKER, '--nats', natsUrl, ...args]);
-  const [, pid] = await worker.waitFor(/^evaluate-worker: ready: pid (\d+), serving polish\.v1\.task\.evaluate \(queue evaluate\)/);
+  const [, pid] = await worker.waitFor(
+    /^evaluate-worker: ready: pid (\d+), serving polish\.v1\.task\.evaluate \(queue evaluate\)/,
+  );
   return { ...worker, pid: Number(pid) };
 }
 
@@ -135,7 +143,16 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
     const events = followEvents(nats);
     try {
       await events.ready();
-      const { code, stdout, stderr } = await polish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--local', '--json']);
+      const { code, stdout, stderr } = await polish([
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        goal,
+        '--nats',
+        nats.server.url,
+        '--local',
+        '--json',
+      ]);
       expect(code, stderr).toBe(0);
       const result = RunResultSchema.parse(JSON.parse(stdout));
       expect(result.status).toBe('CONVERGED');
@@ -152,7 +169,14 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       await events.finished(runId);
       expect(events.invalid).toEqual([]);
       const answers = waves(events.of(runId));
-      expect(answers.map((answer) => answer.role)).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
+      expect(answers.map((answer) => answer.role)).toEqual([
+        'criteria',
+        'evaluate',
+        'revise',
+        'evaluate',
+        'revise',
+        'evaluate',
+      ]);
       for (const answer of answers) {
         if (answer.role === 'evaluate') {
           expect(answer.worker.pid).toBe(worker.pid);
@@ -175,7 +199,16 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
   it('a verdict that leaves a criterion out is rejected: the run ends FAILED (exit 4) with a contract violation naming evaluate', async () => {
     const worker = await startForeignWorker(nats.server.url, [...KEYWORDS, '--malformed']);
     try {
-      const { code, stdout, stderr } = await polish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--local', '--json']);
+      const { code, stdout, stderr } = await polish([
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        goal,
+        '--nats',
+        nats.server.url,
+        '--local',
+        '--json',
+      ]);
       expect(code, stderr).toBe(4);
       const result = RunResultSchema.parse(JSON.parse(stdout));
       expect(result.status).toBe('FAILED');
@@ -187,7 +220,10 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       expect(result.history).toEqual([]);
       expect(result.models).toContainEqual(FOREIGN_MODEL);
       // Asked twice (two different tasks), answered malformed twice.
-      const answered = await worker.waitForCount(/^evaluate-worker: task \S+ attempt 1: C1 pass, C2 fail \(malformed on purpose\)$/, 2);
+      const answered = await worker.waitForCount(
+        /^evaluate-worker: task \S+ attempt 1: C1 pass, C2 fail \(malformed on purpose\)$/,
+        2,
+      );
       expect(new Set(answered).size).toBe(2);
     } finally {
       await stop(worker);
@@ -203,15 +239,27 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
         role: 'evaluate',
         attempt: 1,
         deadline: Date.now() + 60_000,
-        payload: { artifact: 'Each key may send 100 requests per minute.', criteria: [{ id: 'C1', text: 'States the limit.' }], ...payload },
+        payload: {
+          artifact: 'Each key may send 100 requests per minute.',
+          criteria: [{ id: 'C1', text: 'States the limit.' }],
+          ...payload,
+        },
       });
-      const ask = async (body: string) => (await nats.connection.request('polish.v1.task.evaluate', body, { timeout: 30_000 })).json<Record<string, unknown>>();
+      const ask = async (body: string) =>
+        (await nats.connection.request('polish.v1.task.evaluate', body, { timeout: 30_000 })).json<
+          Record<string, unknown>
+        >();
 
       // The control: the same task without the extra field is judged.
       const valid = envelope({});
       const judged = await ask(JSON.stringify(valid));
       expect(validReply(judged), JSON.stringify(validReply.errors)).toBe(true);
-      expect(judged).toMatchObject({ taskId: valid.taskId, ok: true, model: FOREIGN_MODEL, worker: { pid: worker.pid } });
+      expect(judged).toMatchObject({
+        taskId: valid.taskId,
+        ok: true,
+        model: FOREIGN_MODEL,
+        worker: { pid: worker.pid },
+      });
       expect(validEvaluation(judged.result)).toBe(true);
       expect(judged.result).toEqual({ scores: [{ criterion_id: 'C1', pass: true }] });
 
@@ -219,7 +267,11 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       const invalid = envelope({ iteration: 2 });
       const rejected = await ask(JSON.stringify(invalid));
       expect(validReply(rejected), JSON.stringify(validReply.errors)).toBe(true);
-      expect(TaskReplySchema.parse(rejected)).toMatchObject({ taskId: invalid.taskId, ok: false, error: { code: 'INVALID_INPUT', retryable: false } });
+      expect(TaskReplySchema.parse(rejected)).toMatchObject({
+        taskId: invalid.taskId,
+        ok: false,
+        error: { code: 'INVALID_INPUT', retryable: false },
+      });
       expect((rejected.error as { message: string }).message).toBe(
         'task rejected before any model call: /payload must NOT have additional properties (iteration)',
       );
@@ -241,26 +293,52 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
     try {
       await serve.waitFor(/^polish serve: ready$/);
       const client = (extra: string[]) => {
-        const process_ = startNode([CLIENT, `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--json', ...extra]);
+        const process_ = startNode([
+          CLIENT,
+          `${demo}/artifact.md`,
+          '--goal',
+          goal,
+          '--nats',
+          nats.server.url,
+          '--json',
+          ...extra,
+        ]);
         return process_.exited.then(({ code }) => ({ code, stdout: process_.stdout(), lines: process_.lines }));
       };
 
       // A spec the service refuses: exit 2 with the service's reason, and no run.
       const refused = await client(['--cap', '9']);
       expect(refused.code).toBe(2);
-      expect(refused.lines.join('\n')).toContain('the run service refused the run: INVALID_INPUT: cap: must be at most 8');
+      expect(refused.lines.join('\n')).toContain(
+        'the run service refused the run: INVALID_INPUT: cap: must be at most 8',
+      );
 
       const { code, stdout } = await client([]);
       expect(code, stdout).toBe(0);
-      const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown);
+      const lines = stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown);
       const summary = RunSummarySchema.parse(lines.pop());
       const events = lines.map((line) => RunEventSchema.parse(line));
       expect(events[0]?.type).toBe('run.started');
       expect(events.at(-1)).toMatchObject({ type: 'run.finished', status: 'CONVERGED', iterations: 3 });
-      expect(events.filter((event) => event.type === 'iteration.evaluated').map((event) => (event.type === 'iteration.evaluated' ? event.passed : -1))).toEqual([1, 2, 3]);
-      expect(waves(events).filter((answer) => answer.role === 'evaluate').map((answer) => answer.worker.pid)).toEqual([worker.pid, worker.pid, worker.pid]);
+      expect(
+        events
+          .filter((event) => event.type === 'iteration.evaluated')
+          .map((event) => (event.type === 'iteration.evaluated' ? event.passed : -1)),
+      ).toEqual([1, 2, 3]);
+      expect(
+        waves(events)
+          .filter((answer) => answer.role === 'evaluate')
+          .map((answer) => answer.worker.pid),
+      ).toEqual([worker.pid, worker.pid, worker.pid]);
       expect(new Set(events.map((event) => event.runId))).toEqual(new Set([summary.runId]));
-      expect(summary).toMatchObject({ status: 'CONVERGED', owner: 'interop', result: { status: 'CONVERGED', iterations: 3 } });
+      expect(summary).toMatchObject({
+        status: 'CONVERGED',
+        owner: 'interop',
+        result: { status: 'CONVERGED', iterations: 3 },
+      });
       expect(summary.result?.artifact).toContain('Retry-After');
       await serve.waitFor(new RegExp(`^run ${summary.runId}: CONVERGED after 3 iterations$`));
     } finally {
@@ -281,7 +359,13 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
   });
 
   it('the foreign worker connects as `evaluate` and the client as `client`, each with its inbox prefix, and a served run converges', async () => {
-    const generated = await polish(['nats-config', '--dir', join(scratch, 'nats'), '--store-dir', join(scratch, 'jetstream')]);
+    const generated = await polish([
+      'nats-config',
+      '--dir',
+      join(scratch, 'nats'),
+      '--store-dir',
+      join(scratch, 'jetstream'),
+    ]);
     expect(generated.code, generated.stderr).toBe(0);
     const { config, credentials } = JSON.parse(generated.stdout) as { config: string; credentials: string };
     server = await startNatsServer({ storeDir: join(scratch, 'jetstream'), configFile: config });
@@ -303,11 +387,22 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
 
       const { code, stdout } = await run(auth);
       expect(code, stdout).toBe(0);
-      const lines = stdout.trim().split('\n').map((line) => JSON.parse(line) as unknown);
+      const lines = stdout
+        .trim()
+        .split('\n')
+        .map((line) => JSON.parse(line) as unknown);
       const summary = RunSummarySchema.parse(lines.pop());
-      expect(summary).toMatchObject({ status: 'CONVERGED', owner: 'interop-secured', result: { status: 'CONVERGED', iterations: 3 } });
+      expect(summary).toMatchObject({
+        status: 'CONVERGED',
+        owner: 'interop-secured',
+        result: { status: 'CONVERGED', iterations: 3 },
+      });
       const events = lines.map((line) => RunEventSchema.parse(line));
-      expect(waves(events).filter((answer) => answer.role === 'evaluate').map((answer) => answer.worker.pid)).toEqual([worker.pid, worker.pid, worker.pid]);
+      expect(
+        waves(events)
+          .filter((answer) => answer.role === 'evaluate')
+          .map((answer) => answer.worker.pid),
+      ).toEqual([worker.pid, worker.pid, worker.pid]);
       expect(worker.lines.filter((line) => line.startsWith('evaluate-worker: rejected'))).toEqual([]);
     } finally {
       await stop(worker);

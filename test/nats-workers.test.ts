@@ -3,7 +3,12 @@ import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createInProcessDispatcher, createNatsDispatcher, startPolish as startRun, type NatsDispatcherOptions } from '@polish/orchestrator';
+import {
+  createInProcessDispatcher,
+  createNatsDispatcher,
+  startPolish as startRun,
+  type NatsDispatcherOptions,
+} from '@polish/orchestrator';
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
 import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
@@ -21,7 +26,12 @@ const scratch = mkdtempSync(join(tmpdir(), 'polish-nats-test-'));
 const heldScript = () => held(`${demo}/script.yaml`, scratch);
 
 /** What must be equal between a disturbed and an undisturbed run. */
-const outcome = (result: RunResult) => ({ status: result.status, iterations: result.iterations, artifact: result.artifact, history: result.history });
+const outcome = (result: RunResult) => ({
+  status: result.status,
+  iterations: result.iterations,
+  artifact: result.artifact,
+  history: result.history,
+});
 
 describe('agents as single-use worker processes over NATS', () => {
   let nats: NatsFixture;
@@ -31,7 +41,8 @@ describe('agents as single-use worker processes over NATS', () => {
     nats = await startNats();
     // The undisturbed outcome, in process with the same script: the reference for the fault tests.
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
-    undisturbed = await startRun(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) }).result;
+    undisturbed = await startRun(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) })
+      .result;
   });
   afterAll(async () => {
     await nats.stop();
@@ -53,7 +64,14 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(outcome(result)).toEqual(outcome(undisturbed));
       expect(result.status).toBe('CONVERGED');
       expect(result.iterations).toBe(3);
-      expect(answers.map((answer) => answer.role)).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
+      expect(answers.map((answer) => answer.role)).toEqual([
+        'criteria',
+        'evaluate',
+        'revise',
+        'evaluate',
+        'revise',
+        'evaluate',
+      ]);
       const pids = answers.map((answer) => answer.worker.pid);
       expect(new Set(pids).size).toBe(pids.length);
       expect(pids).not.toContain(process.pid);
@@ -85,7 +103,14 @@ describe('agents as single-use worker processes over NATS', () => {
   });
 
   it('ends FAILED naming the role when no worker serves it, within the configured wait', async () => {
-    const host = await startHost(nats.server.url, ['--roles', 'criteria,revise', '--pool', '1', '--script', `${demo}/script.yaml`]);
+    const host = await startHost(nats.server.url, [
+      '--roles',
+      'criteria,revise',
+      '--pool',
+      '1',
+      '--script',
+      `${demo}/script.yaml`,
+    ]);
     try {
       const { result, events } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
       // It did wait for workers before giving up (a lower bound only: no timing threshold).
@@ -150,7 +175,10 @@ describe('agents as single-use worker processes over NATS', () => {
       const { result, answers } = await running;
       expect(outcome(result)).toEqual(outcome(undisturbed));
       // The task in hand was answered by the draining worker on its first dispatch: not lost, not redone.
-      expect(answers.find((answer) => answer.role === 'evaluate')).toMatchObject({ attempts: 1, worker: { pid: Number(pid) } });
+      expect(answers.find((answer) => answer.role === 'evaluate')).toMatchObject({
+        attempts: 1,
+        worker: { pid: Number(pid) },
+      });
       expect(answers.some((answer) => successor.pids().includes(answer.worker.pid))).toBe(true);
     } finally {
       await stop(successor);
@@ -173,7 +201,16 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
   it('Ctrl-C twice cancels an embedded run: exit 5, and nothing left running', async () => {
     const tag = randomUUID();
     const running = startPolish(
-      ['run', `${demo}/artifact.md`, '--goal', 'g', '--script', heldScript().script, '--state-dir', join(scratch, 'state')],
+      [
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        'g',
+        '--script',
+        heldScript().script,
+        '--state-dir',
+        join(scratch, 'state'),
+      ],
       { POLISH_TEST_TAG: tag },
     );
     await running.waitFor(/^iteration 1: wave 2, evaluating/);
@@ -188,7 +225,10 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     const tag = randomUUID();
     const crash = join(scratch, 'crash-workers.cjs');
     writeFileSync(crash, 'if (process.env.POLISH_WORKER_CONFIG) process.exit(3);\n');
-    const failing = startPolish(['demo', '--state-dir', join(scratch, 'state')], { NODE_OPTIONS: `--require ${crash}`, POLISH_TEST_TAG: tag });
+    const failing = startPolish(['demo', '--state-dir', join(scratch, 'state')], {
+      NODE_OPTIONS: `--require ${crash}`,
+      POLISH_TEST_TAG: tag,
+    });
     expect((await failing.exited).code).toBe(6);
     expect(failing.lines.join('\n')).toContain('polish: cannot start: criteria workers keep failing to start');
     expect(processesTagged(tag)).toEqual([]);
@@ -205,7 +245,15 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     const nats = await startNats();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     try {
-      const remote = startPolish(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', nats.server.url, '--json']);
+      const remote = startPolish([
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        spec.goal,
+        '--nats',
+        nats.server.url,
+        '--json',
+      ]);
       expect(await remote.exited).toEqual({ code: 0, signal: null });
       expect(remote.lines).toContain(`polish: using workers on ${nats.server.url}`);
       expect(remote.lines.join('\n')).not.toContain('started nats-server');

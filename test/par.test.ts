@@ -21,17 +21,29 @@ const basePolicy = JSON.parse(readFileSync(`${EXAMPLE}policy.json`, 'utf8'));
 
 const BUGGY = 'function add(a, b) {\n  return a - b;\n}\nmodule.exports = { add };\n';
 const FIXED = 'function add(a, b) {\n  return a + b;\n}\nmodule.exports = { add };\n';
-const change = (content: string, passed = true) => ({ changes: [{ path: 'add.js', content }], self_assessment: { passed, notes: 'done' } });
+const change = (content: string, passed = true) => ({
+  changes: [{ path: 'add.js', content }],
+  self_assessment: { passed, notes: 'done' },
+});
 const plan = (summary: string) => ({ plan_summary: summary, action: summary });
 
 /** A workspace with the sample project, a policy, and a script for the agent. */
-function workspace(options: { limits?: Record<string, number>; script?: unknown; keyHashes?: Record<string, string> } = {}) {
+function workspace(
+  options: { limits?: Record<string, number>; script?: unknown; keyHashes?: Record<string, string> } = {},
+) {
   const directory = mkdtempSync(join(tmpdir(), 'polish-par-'));
   cpSync(`${EXAMPLE}project`, directory, { recursive: true });
-  const policy = { ...basePolicy, limits: { ...basePolicy.limits, ...options.limits }, human_authorization: { key_hashes: options.keyHashes ?? {} } };
+  const policy = {
+    ...basePolicy,
+    limits: { ...basePolicy.limits, ...options.limits },
+    human_authorization: { key_hashes: options.keyHashes ?? {} },
+  };
   writeFileSync(join(directory, 'policy.json'), JSON.stringify(policy));
   const script = join(directory, '..', `${directory.split('/').at(-1)}-script.yaml`);
-  writeFileSync(script, options.script === undefined ? readFileSync(`${EXAMPLE}script.yaml`, 'utf8') : stringify(options.script));
+  writeFileSync(
+    script,
+    options.script === undefined ? readFileSync(`${EXAMPLE}script.yaml`, 'utf8') : stringify(options.script),
+  );
   const read = (path: string) => readFileSync(join(directory, path), 'utf8');
   return {
     directory,
@@ -43,16 +55,43 @@ function workspace(options: { limits?: Record<string, number>; script?: unknown;
 }
 
 type Workspace = ReturnType<typeof workspace>;
-const env = (keys?: Record<string, string>) => ({ ...process.env, ...(keys ? { AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify(keys) } : {}) });
+const env = (keys?: Record<string, string>) => ({
+  ...process.env,
+  ...(keys ? { AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify(keys) } : {}),
+});
 
-function run(ws: Workspace, extra: string[] = [], critique: string[] = ['--critique', 'command', '--command', 'node test.js']) {
+function run(
+  ws: Workspace,
+  extra: string[] = [],
+  critique: string[] = ['--critique', 'command', '--command', 'node test.js'],
+) {
   return polish(
-    ['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'make add() add', '--acceptance', 'node test.js passes', ...critique, '--policy', 'policy.json', '--script', ws.script, '--json', ...extra],
+    [
+      'par',
+      'run',
+      '--topic',
+      't',
+      '--workspace',
+      ws.directory,
+      '--goal',
+      'make add() add',
+      '--acceptance',
+      'node test.js passes',
+      ...critique,
+      '--policy',
+      'policy.json',
+      '--script',
+      ws.script,
+      '--json',
+      ...extra,
+    ],
     { env: env({ alice: SECRET }) },
   );
 }
 const resume = (ws: Workspace, keys: Record<string, string> = { alice: SECRET }) =>
-  polish(['par', 'resume', '--topic', 't', '--workspace', ws.directory, '--script', ws.script, '--json'], { env: env(keys) });
+  polish(['par', 'resume', '--topic', 't', '--workspace', ws.directory, '--script', ws.script, '--json'], {
+    env: env(keys),
+  });
 
 describe('polish par', () => {
   it('fixes a failing test: cycle 1 fails its command critique, cycle 2 passes, and PASS cites the command output', async () => {
@@ -77,13 +116,22 @@ describe('polish par', () => {
     expect(report).toMatch(/Unsuccessful attempts\n\n- cycle 1: swap the operands in add\(\) → fail/);
     expect(ws.checkpoint()).toMatchObject({ status: 'completed', cycle: 2, same_failure_retries: 0 });
     // --git: one commit per cycle, named after its plan.
-    const log = execFileSync('git', ['-C', ws.directory, 'log', '--format=%s'], { encoding: 'utf8' }).trim().split('\n').reverse();
-    expect(log.slice(0, 2)).toEqual(['par(iter-1): swap the operands in add()', 'par(iter-2): add the operands in add()']);
+    const log = execFileSync('git', ['-C', ws.directory, 'log', '--format=%s'], { encoding: 'utf8' })
+      .trim()
+      .split('\n')
+      .reverse();
+    expect(log.slice(0, 2)).toEqual([
+      'par(iter-1): swap the operands in add()',
+      'par(iter-2): add the operands in add()',
+    ]);
   });
 
   it('the same failure repeated stops at max_same_failure_retries', async () => {
     // Each cycle writes a different file (so there is new evidence) with the same bug.
-    const attempts = [0, 1, 2, 3, 4].map((n) => ({ when: { history_length: n }, answer: change(`// attempt ${n}\n${BUGGY}`) }));
+    const attempts = [0, 1, 2, 3, 4].map((n) => ({
+      when: { history_length: n },
+      answer: change(`// attempt ${n}\n${BUGGY}`),
+    }));
     const ws = workspace({
       limits: { max_same_failure_retries: 2, max_no_evidence_cycles: 5 },
       script: { 'par.plan': [{ answer: plan('try again') }], 'par.act': attempts },
@@ -93,7 +141,12 @@ describe('polish par', () => {
     const result = JSON.parse(outcome.stdout);
     expect(result.final_status).toBe('stop');
     expect(result.decision.reasons).toEqual(['limit_reached:same_failure_retries=2:max_same_failure_retries=2']);
-    expect(ws.checkpoint()).toMatchObject({ status: 'budget_exhausted', cycle: 3, same_failure_retries: 2, no_evidence_cycles: 0 });
+    expect(ws.checkpoint()).toMatchObject({
+      status: 'budget_exhausted',
+      cycle: 3,
+      same_failure_retries: 2,
+      no_evidence_cycles: 0,
+    });
     expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['fail', 'fail', 'fail']);
   });
 
@@ -105,7 +158,9 @@ describe('polish par', () => {
     });
     const outcome = await run(ws);
     expect(outcome.code, outcome.stderr).toBe(4);
-    expect(JSON.parse(outcome.stdout).decision.reasons).toEqual(['limit_reached:no_evidence_cycles=2:max_no_evidence_cycles=2']);
+    expect(JSON.parse(outcome.stdout).decision.reasons).toEqual([
+      'limit_reached:no_evidence_cycles=2:max_no_evidence_cycles=2',
+    ]);
     expect(ws.checkpoint()).toMatchObject({ cycle: 3, no_evidence_cycles: 2, same_failure_retries: 2 });
   });
 
@@ -116,7 +171,9 @@ describe('polish par', () => {
     const handedBack = JSON.parse(first.stdout);
     expect(handedBack.final_status).toBe('checkpoint');
     expect(handedBack.decision.checkpoint_required).toBe(true);
-    expect(handedBack.decision.reasons[0]).toMatch(/^checkpoint_required:transcript_growth=\d+:checkpoint_transcript_bytes=1000$/);
+    expect(handedBack.decision.reasons[0]).toMatch(
+      /^checkpoint_required:transcript_growth=\d+:checkpoint_transcript_bytes=1000$/,
+    );
     const saved = ws.checkpoint();
     expect(saved).toMatchObject({ status: 'running', cycle: 1 });
     expect(saved.last_checkpoint_transcript_bytes).toBe(saved.transcript_bytes);
@@ -126,7 +183,10 @@ describe('polish par', () => {
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout)).toMatchObject({ final_status: 'pass', cycles: 2 });
     // The resumed cycle is cycle 2: it saw cycle 1's critique (the script's second answer).
-    expect(ws.task().cycles.map((cycle) => [cycle.cycle, cycle.verdict])).toEqual([[1, 'fail'], [2, 'pass']]);
+    expect(ws.task().cycles.map((cycle) => [cycle.cycle, cycle.verdict])).toEqual([
+      [1, 'fail'],
+      [2, 'pass'],
+    ]);
     expect(ws.checkpoint().cycle).toBe(2);
   });
 
@@ -139,7 +199,13 @@ describe('polish par', () => {
     expect(outcome.code, outcome.stderr).toBe(4);
     const result = JSON.parse(outcome.stdout);
     expect(result.final_status).toBe('stop');
-    expect(ws.task().cycles.every((cycle) => cycle.verdict === 'fail' && cycle.critique.startsWith('self-assessment (not acceptance)'))).toBe(true);
+    expect(
+      ws
+        .task()
+        .cycles.every(
+          (cycle) => cycle.verdict === 'fail' && cycle.critique.startsWith('self-assessment (not acceptance)'),
+        ),
+    ).toBe(true);
     expect(ws.read('.coord/par_t_final.md')).toContain('never independent acceptance');
   });
 
@@ -165,14 +231,36 @@ describe('polish par', () => {
     const declined = mkdtempSync(join(tmpdir(), 'polish-par-declined-'));
     cpSync(ws.directory, declined, { recursive: true });
     const decide = (directory: string, choice: string, keys = { alice: SECRET }) =>
-      polish(['par', 'decide', '--topic', 't', '--workspace', directory, '--gate', 'H1', choice, '--key-id', 'alice', '--rationale', 'reviewed the diff'], { env: env(keys) });
+      polish(
+        [
+          'par',
+          'decide',
+          '--topic',
+          't',
+          '--workspace',
+          directory,
+          '--gate',
+          'H1',
+          choice,
+          '--key-id',
+          'alice',
+          '--rationale',
+          'reviewed the diff',
+        ],
+        { env: env(keys) },
+      );
 
     expect((await decide(ws.directory, '--approve', { alice: 'the wrong secret' })).code).toBe(2);
     expect(ws.checkpoint().decisions).toHaveLength(0);
     const approved = await decide(ws.directory, '--approve');
     expect(approved.code, approved.stderr).toBe(0);
     const signed = ws.checkpoint().decisions[0];
-    expect(signed).toMatchObject({ gate: 'H1', actor: 'human:alice', decision: 'approve', affected_action_hash: pending.pending_action_hash });
+    expect(signed).toMatchObject({
+      gate: 'H1',
+      actor: 'human:alice',
+      decision: 'approve',
+      affected_action_hash: pending.pending_action_hash,
+    });
 
     const tampered = mkdtempSync(join(tmpdir(), 'polish-par-tampered-'));
     cpSync(ws.directory, tampered, { recursive: true });
@@ -202,11 +290,19 @@ describe('polish par', () => {
   });
 
   it('a review critique: a stateless reviewer worker judges the criteria, and its evidence is cited', async () => {
-    const verdict = (passed: boolean) => ({ results: [{ id: 'A1', passed, evidence: passed ? 'add.js returns a + b' : 'add.js subtracts' }] });
+    const verdict = (passed: boolean) => ({
+      results: [{ id: 'A1', passed, evidence: passed ? 'add.js returns a + b' : 'add.js subtracts' }],
+    });
     const ws = workspace({
       script: {
-        'par.plan': [{ when: { history_length: 0 }, answer: plan('swap the operands') }, { answer: plan('add the operands') }],
-        'par.act': [{ when: { history_length: 0 }, answer: change(BUGGY.replace('a - b', 'b - a'), false) }, { answer: change(FIXED) }],
+        'par.plan': [
+          { when: { history_length: 0 }, answer: plan('swap the operands') },
+          { answer: plan('add the operands') },
+        ],
+        'par.act': [
+          { when: { history_length: 0 }, answer: change(BUGGY.replace('a - b', 'b - a'), false) },
+          { answer: change(FIXED) },
+        ],
         'par.review': [{ when: { artifact_contains: 'a + b' }, answer: verdict(true) }, { answer: verdict(false) }],
       },
     });
@@ -217,15 +313,23 @@ describe('polish par', () => {
     expect(task.cycles[0]?.critique).toBe('A1 failed: add.js subtracts');
     const evidence = task.cycles[1]?.evidence_refs.find((ref) => ref.startsWith('.coord/evidence/review-')) ?? '';
     expect(JSON.parse(ws.read(evidence))).toEqual(verdict(true));
-    expect(JSON.parse(outcome.stdout).models).toEqual([`scripted:${ws.script.split('/').at(-1)} (scripted, not an LLM)`]);
+    expect(JSON.parse(outcome.stdout).models).toEqual([
+      `scripted:${ws.script.split('/').at(-1)} (scripted, not an LLM)`,
+    ]);
   });
 
   it('a score critique passes when the last number the command prints reaches the threshold', async () => {
     const ws = workspace();
-    writeFileSync(join(ws.directory, 'score.js'), "const { add } = require('./add.js');\nconsole.log('score:', add(2, 3) === 5 ? 0.95 : 0.2);\n");
+    writeFileSync(
+      join(ws.directory, 'score.js'),
+      "const { add } = require('./add.js');\nconsole.log('score:', add(2, 3) === 5 ? 0.95 : 0.2);\n",
+    );
     const outcome = await run(ws, [], ['--critique', 'score', '--command', 'node score.js', '--threshold', '0.9']);
     expect(outcome.code, outcome.stderr).toBe(0);
-    expect(ws.task().cycles.map((cycle) => cycle.critique)).toEqual(['score 0.2 < threshold 0.9', 'score 0.95 ≥ threshold 0.9']);
+    expect(ws.task().cycles.map((cycle) => cycle.critique)).toEqual([
+      'score 0.2 < threshold 0.9',
+      'score 0.95 ≥ threshold 0.9',
+    ]);
   });
 
   it('Ctrl-C mid-cycle loses nothing: the last checkpoint stands (exit 3) and resume finishes the task', async () => {
@@ -234,7 +338,26 @@ describe('polish par', () => {
     // The second cycle's action is held until the test says so: the run is interrupted while it waits.
     script['par.act'][1].hold_until_file = release;
     const ws = workspace({ script });
-    const running = startPolish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'node test.js passes', '--critique', 'command', '--command', 'node test.js', '--policy', 'policy.json', '--script', ws.script]);
+    const running = startPolish([
+      'par',
+      'run',
+      '--topic',
+      't',
+      '--workspace',
+      ws.directory,
+      '--goal',
+      'g',
+      '--acceptance',
+      'node test.js passes',
+      '--critique',
+      'command',
+      '--command',
+      'node test.js',
+      '--policy',
+      'policy.json',
+      '--script',
+      ws.script,
+    ]);
     await running.waitFor(/^par: plan: add the operands/);
     running.child.kill('SIGINT');
     expect((await running.exited).code).toBe(3);
@@ -249,12 +372,23 @@ describe('polish par', () => {
 
   it('an infrastructure error ends the cycle as error (exit 7), and is not permission to retry', async () => {
     // The reviewer has no answer for this task: the par.review worker fails, so the critique is missing.
-    const ws = workspace({ script: { 'par.plan': [{ answer: plan('add the operands') }], 'par.act': [{ answer: change(FIXED) }], 'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }] } });
+    const ws = workspace({
+      script: {
+        'par.plan': [{ answer: plan('add the operands') }],
+        'par.act': [{ answer: change(FIXED) }],
+        'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }],
+      },
+    });
     const outcome = await run(ws, [], ['--critique', 'review']);
     expect(outcome.code, outcome.stderr).toBe(7);
-    expect(JSON.parse(outcome.stdout)).toMatchObject({ final_status: 'error', decision: { decision: 'stop', reasons: ['task_status:error'] } });
+    expect(JSON.parse(outcome.stdout)).toMatchObject({
+      final_status: 'error',
+      decision: { decision: 'stop', reasons: ['task_status:error'] },
+    });
     expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['error']);
-    expect(ws.task().cycles[0]?.critique).toMatch(/^infrastructure error: critique: scripted model .* has no par.review rule/);
+    expect(ws.task().cycles[0]?.critique).toMatch(
+      /^infrastructure error: critique: scripted model .* has no par.review rule/,
+    );
     expect(ws.checkpoint()).toMatchObject({ status: 'error', cycle: 1 });
     const again = await resume(ws);
     expect(again.code).toBe(7);
@@ -266,13 +400,47 @@ describe('polish par', () => {
     const ws = workspace({ keyHashes, limits: { checkpoint_transcript_bytes: 1000, max_transcript_bytes: 1_000_000 } });
     // Cycle 1 hands back at a checkpoint (transcript growth): nothing asks a human yet.
     expect((await run(ws, ['--human-gate', 'a maintainer accepts the change'])).code).toBe(3);
-    const early = await polish(['par', 'decide', '--topic', 't', '--workspace', ws.directory, '--gate', 'H1', '--approve', '--key-id', 'alice', '--rationale', 'too early'], { env: env({ alice: SECRET }) });
+    const early = await polish(
+      [
+        'par',
+        'decide',
+        '--topic',
+        't',
+        '--workspace',
+        ws.directory,
+        '--gate',
+        'H1',
+        '--approve',
+        '--key-id',
+        'alice',
+        '--rationale',
+        'too early',
+      ],
+      { env: env({ alice: SECRET }) },
+    );
     expect(early.code).toBe(2);
     expect(early.stderr).toContain('is not waiting for a human decision');
     expect(ws.checkpoint().decisions).toHaveLength(0);
     // Cycle 2 passes the command and waits; the human asks for a revision.
     expect((await resume(ws)).code).toBe(5);
-    const revise = await polish(['par', 'decide', '--topic', 't', '--workspace', ws.directory, '--gate', 'H1', '--revise', '--key-id', 'alice', '--rationale', 'rename add'], { env: env({ alice: SECRET }) });
+    const revise = await polish(
+      [
+        'par',
+        'decide',
+        '--topic',
+        't',
+        '--workspace',
+        ws.directory,
+        '--gate',
+        'H1',
+        '--revise',
+        '--key-id',
+        'alice',
+        '--rationale',
+        'rename add',
+      ],
+      { env: env({ alice: SECRET }) },
+    );
     expect(revise.code, revise.stderr).toBe(0);
     const stopped = await resume(ws);
     expect(stopped.code).toBe(4);
@@ -291,10 +459,24 @@ describe('polish par', () => {
     expect(checkpoint.pending_action_hash).toMatch(/^[a-f0-9]{64}$/);
     // Without an override, resume stops again for the same reason.
     expect((await resume(ws)).code).toBe(4);
-    const unsigned = { limit: 'max_cycles', value: 3, observed_value: 0, reason: 'one more try', actor: 'human:alice', timestamp: '2026-11-30T12:00:00Z', affected_action_hash: checkpoint.pending_action_hash };
+    const unsigned = {
+      limit: 'max_cycles',
+      value: 3,
+      observed_value: 0,
+      reason: 'one more try',
+      actor: 'human:alice',
+      timestamp: '2026-11-30T12:00:00Z',
+      affected_action_hash: checkpoint.pending_action_hash,
+    };
     const signature = createHmac('sha256', SECRET).update(canonicalJson(unsigned), 'utf8').digest('hex');
     const path = join(ws.directory, '.coord/task-checkpoint.json');
-    writeFileSync(path, JSON.stringify({ ...ws.checkpoint(), overrides: [{ ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: 'alice', signature } }] }));
+    writeFileSync(
+      path,
+      JSON.stringify({
+        ...ws.checkpoint(),
+        overrides: [{ ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: 'alice', signature } }],
+      }),
+    );
     const resumed = await resume(ws);
     expect(resumed.code, resumed.stderr).toBe(0);
     expect(JSON.parse(resumed.stdout).decision.effective_limits.max_cycles).toBe(3);
@@ -303,7 +485,11 @@ describe('polish par', () => {
 
   it('a command critique that outlives its timeout is killed and recorded as a failure, run once', async () => {
     const ws = workspace({ limits: { max_cycles: 1 } });
-    const outcome = await run(ws, ['--critique-timeout', '1'], ['--critique', 'command', '--command', 'echo started; sleep 30']);
+    const outcome = await run(
+      ws,
+      ['--critique-timeout', '1'],
+      ['--critique', 'command', '--command', 'echo started; sleep 30'],
+    );
     expect(outcome.code, outcome.stderr).toBe(4);
     const [cycle] = ws.task().cycles;
     expect(cycle?.verdict).toBe('fail');
@@ -312,19 +498,60 @@ describe('polish par', () => {
   });
 
   it('the agent cannot write its own policy: the cycle ends as an error', async () => {
-    const ws = workspace({ script: { 'par.plan': [{ answer: plan('raise my limits') }], 'par.act': [{ answer: { changes: [{ path: 'policy.json', content: '{}' }], self_assessment: { passed: true, notes: '' } } }] } });
+    const ws = workspace({
+      script: {
+        'par.plan': [{ answer: plan('raise my limits') }],
+        'par.act': [
+          {
+            answer: { changes: [{ path: 'policy.json', content: '{}' }], self_assessment: { passed: true, notes: '' } },
+          },
+        ],
+      },
+    });
     const outcome = await run(ws);
     expect(outcome.code).toBe(7);
-    expect(ws.task().cycles[0]?.critique).toContain('the agent may not write the policy or the checkpoint (policy.json)');
+    expect(ws.task().cycles[0]?.critique).toContain(
+      'the agent may not write the policy or the checkpoint (policy.json)',
+    );
     expect(JSON.parse(ws.read('policy.json')).limits.max_cycles).toBe(basePolicy.limits.max_cycles);
   });
 
   it('refuses bad input with one line naming the problem, and writes nothing', async () => {
     const ws = workspace();
-    const noCommand = await polish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'a', '--critique', 'command', '--policy', 'policy.json']);
+    const noCommand = await polish([
+      'par',
+      'run',
+      '--topic',
+      't',
+      '--workspace',
+      ws.directory,
+      '--goal',
+      'g',
+      '--acceptance',
+      'a',
+      '--critique',
+      'command',
+      '--policy',
+      'policy.json',
+    ]);
     expect(noCommand.code).toBe(2);
     expect(noCommand.stderr).toMatch(/invalid input: command: required with --critique command/);
-    const badPolicy = await polish(['par', 'run', '--topic', 't', '--workspace', ws.directory, '--goal', 'g', '--acceptance', 'a', '--critique', 'self', '--policy', 'missing.json']);
+    const badPolicy = await polish([
+      'par',
+      'run',
+      '--topic',
+      't',
+      '--workspace',
+      ws.directory,
+      '--goal',
+      'g',
+      '--acceptance',
+      'a',
+      '--critique',
+      'self',
+      '--policy',
+      'missing.json',
+    ]);
     expect(badPolicy.code).toBe(2);
     expect(badPolicy.stderr).toMatch(/policy: cannot read .*missing.json/);
     const noTopic = await polish(['par', 'resume', '--topic', 'nothing-here', '--workspace', ws.directory]);

@@ -21,17 +21,26 @@ type Block = { text: string };
 const anthropicText = (request: RecordedRequest) => ({
   system: ((request.body.system as Block[])[0] as Block).text,
   user: (request.body.messages as { content: string | Block[] }[])
-    .map((message) => (typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join('')))
+    .map((message) =>
+      typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join(''),
+    )
     .join('\n'),
 });
 const openaiText = (request: RecordedRequest) => {
   const messages = request.body.messages as { content: string }[];
-  return { system: messages[0]?.content ?? '', user: messages.slice(1).map((message) => message.content).join('\n') };
+  return {
+    system: messages[0]?.content ?? '',
+    user: messages
+      .slice(1)
+      .map((message) => message.content)
+      .join('\n'),
+  };
 };
 /** An environment without any model key or model setting of the developer's own. */
 function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   const environment = { ...process.env };
-  for (const name of Object.keys(environment)) if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
+  for (const name of Object.keys(environment))
+    if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
   return { ...environment, ...extra };
 }
 
@@ -51,9 +60,15 @@ describe('real providers in worker processes over NATS', () => {
       const { system, user } = anthropicText(request);
       return { answer: fakeAnswer(roleOf(system), user) };
     });
-    const host = await startHost(nats.server.url, ['--pool', '2', '--model', `anthropic:claude-test@${claude.url}`], cleanEnvironment({ ANTHROPIC_API_KEY: KEY }));
+    const host = await startHost(
+      nats.server.url,
+      ['--pool', '2', '--model', `anthropic:claude-test@${claude.url}`],
+      cleanEnvironment({ ANTHROPIC_API_KEY: KEY }),
+    );
     try {
-      const run = await polish(['run', artifact, '--goal', goal, '--nats', nats.server.url, '--json'], { env: cleanEnvironment() });
+      const run = await polish(['run', artifact, '--goal', goal, '--nats', nats.server.url, '--json'], {
+        env: cleanEnvironment(),
+      });
       expect(run.code).toBe(0);
       const result = RunResultSchema.parse(JSON.parse(run.stdout));
       expect([result.status, result.iterations]).toEqual(['CONVERGED', 3]);
@@ -82,19 +97,34 @@ describe('real providers in worker processes over NATS', () => {
     });
     const host = await startHost(
       nats.server.url,
-      ['--pool', '2', '--model', `openai:llama-test@${local.url}/v1`, '--reviser-model', `anthropic:claude-test@${claude.url}`],
+      [
+        '--pool',
+        '2',
+        '--model',
+        `openai:llama-test@${local.url}/v1`,
+        '--reviser-model',
+        `anthropic:claude-test@${claude.url}`,
+      ],
       // An OpenAI key in the environment must not be sent to some other OpenAI-compatible server.
       cleanEnvironment({ ANTHROPIC_API_KEY: KEY, OPENAI_API_KEY: 'sk-openai-not-for-others' }),
     );
     try {
-      const run = await polish(['run', artifact, '--goal', goal, '--nats', nats.server.url, '--json'], { env: cleanEnvironment() });
+      const run = await polish(['run', artifact, '--goal', goal, '--nats', nats.server.url, '--json'], {
+        env: cleanEnvironment(),
+      });
       expect(run.code).toBe(0);
       const result = RunResultSchema.parse(JSON.parse(run.stdout));
       expect(result.status).toBe('CONVERGED');
-      expect(local.requests.map((request) => roleOf(openaiText(request).system))).toEqual(['criteria', 'evaluate', 'evaluate', 'evaluate']);
+      expect(local.requests.map((request) => roleOf(openaiText(request).system))).toEqual([
+        'criteria',
+        'evaluate',
+        'evaluate',
+        'evaluate',
+      ]);
       expect(claude.requests.map((request) => roleOf(anthropicText(request).system))).toEqual(['revise', 'revise']);
       expect(Object.keys(result.usage_by_model).sort()).toEqual(['anthropic:claude-test', 'local:llama-test']);
-      for (const request of local.requests) expect(String(request.headers.authorization)).not.toContain('sk-openai-not-for-others');
+      for (const request of local.requests)
+        expect(String(request.headers.authorization)).not.toContain('sk-openai-not-for-others');
       expect(host.lines).toContain(`polish worker: model for criteria, evaluate: openai:llama-test@${local.url}/v1`);
     } finally {
       await stop(host);
@@ -109,14 +139,18 @@ describe('model configuration on the command line', () => {
     expect(run.code).toBe(2);
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatch(/^polish: invalid input: ANTHROPIC_API_KEY: ANTHROPIC_API_KEY is not set, and anthropic:claude-sonnet-4-5 \(used by criteria, evaluate, revise\) needs it/);
+    expect(lines[0]).toMatch(
+      /^polish: invalid input: ANTHROPIC_API_KEY: ANTHROPIC_API_KEY is not set, and anthropic:claude-sonnet-4-5 \(used by criteria, evaluate, revise\) needs it/,
+    );
     expect(lines[0]).toContain('--model ollama:<model>');
     expect(lines[0]).toContain('--model scripted:answers.yaml');
     expect(lines[0]).not.toContain('started nats-server');
   });
 
   it('polish worker with an Anthropic model and no key refuses to start, naming the variable', async () => {
-    const run = await polish(['worker', '--nats', 'nats://127.0.0.1:1', '--model', 'anthropic:claude-test'], { env: cleanEnvironment() });
+    const run = await polish(['worker', '--nats', 'nats://127.0.0.1:1', '--model', 'anthropic:claude-test'], {
+      env: cleanEnvironment(),
+    });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain('polish: invalid input: ANTHROPIC_API_KEY:');
   });
@@ -126,7 +160,9 @@ describe('model configuration on the command line', () => {
     [['--evaluator-model', 'mystery:x'], 'evaluator-model: unknown provider "mystery"'],
     [['--model', 'openai:x@not a url'], 'model: "openai:x@not a url": baseURL:'],
   ])('a bad model spec %j is invalid input naming the flag', async (flags, message) => {
-    const run = await polish(['run', artifact, '--goal', goal, ...flags], { env: cleanEnvironment({ ANTHROPIC_API_KEY: 'x' }) });
+    const run = await polish(['run', artifact, '--goal', goal, ...flags], {
+      env: cleanEnvironment({ ANTHROPIC_API_KEY: 'x' }),
+    });
     expect(run.code).toBe(2);
     expect(run.stderr).toContain(`polish: invalid input: --${message}`);
   });

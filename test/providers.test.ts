@@ -2,7 +2,13 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { createAnthropicProvider } from '@polish/agents/anthropic';
 import { createOpenAICompatibleProvider } from '@polish/agents/openai';
 import type { RunResult } from '@polish/protocol';
-import { startFakeModelServer, countTokens, type FakeModelServer, type FakeReply, type RecordedRequest } from './support/fake-model-server.js';
+import {
+  startFakeModelServer,
+  countTokens,
+  type FakeModelServer,
+  type FakeReply,
+  type RecordedRequest,
+} from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { openaiDialect } from './support/fake-openai.js';
 import { fakeAnswer, roleOf } from './support/fake-llm.js';
@@ -15,7 +21,9 @@ const spec = { artifact: '# Limits\nversion 1 of the rate limit page.\n', goal: 
 const anthropicSystem = (request: RecordedRequest) => ((request.body.system as Block[])[0] as Block).text;
 const anthropicUser = (request: RecordedRequest) =>
   (request.body.messages as { content: string | Block[] }[])
-    .map((message) => (typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join('')))
+    .map((message) =>
+      typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join(''),
+    )
     .join('\n');
 const openaiMessages = (request: RecordedRequest) => request.body.messages as { role: string; content: string }[];
 
@@ -28,7 +36,11 @@ function answering(system: (request: RecordedRequest) => string, user: (request:
 const anthropicModel = answering(anthropicSystem, anthropicUser);
 const openaiModel = answering(
   (request) => openaiMessages(request)[0]?.content ?? '',
-  (request) => openaiMessages(request).slice(1).map((message) => message.content).join('\n'),
+  (request) =>
+    openaiMessages(request)
+      .slice(1)
+      .map((message) => message.content)
+      .join('\n'),
 );
 
 let servers: FakeModelServer[] = [];
@@ -46,7 +58,8 @@ async function fakeAnthropic(override?: (request: RecordedRequest, index: number
 const claude = (server: FakeModelServer, options: { timeoutMs?: number; maxRetries?: number } = {}) =>
   createAnthropicProvider({ model: 'claude-test', apiKey: KEY, baseURL: server.url, maxTokens: 1024, ...options });
 
-const failure = (result: RunResult) => (result.status === 'FAILED' ? `${result.code}: ${result.reason}` : result.status);
+const failure = (result: RunResult) =>
+  result.status === 'FAILED' ? `${result.code}: ${result.reason}` : result.status;
 
 describe('Anthropic provider (real SDK, local fake server)', () => {
   it('sends each role the model, max_tokens, system, answer schema and cache markers, and nothing from history', async () => {
@@ -57,7 +70,11 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     const byRole = (role: string) => server.requests.filter((request) => roleOf(anthropicSystem(request)) === role);
     for (const request of server.requests) {
       expect(request.headers.authorization).toBe(`Bearer ${KEY}`);
-      expect(request.body).toMatchObject({ model: 'claude-test', max_tokens: 1024, tool_choice: { type: 'tool', name: 'answer' } });
+      expect(request.body).toMatchObject({
+        model: 'claude-test',
+        max_tokens: 1024,
+        tool_choice: { type: 'tool', name: 'answer' },
+      });
       expect((request.body.system as Block[])[0]?.cache_control).toEqual({ type: 'ephemeral' });
       expect((request.body.tools as { name: string }[]).map((tool) => tool.name)).toEqual(['answer']);
     }
@@ -66,8 +83,16 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     expect(evaluationBlocks[0]?.text).toContain(`C1: ${CRITERIA[0]?.text}`);
     expect(evaluationBlocks[0]?.cache_control).toEqual({ type: 'ephemeral' });
     expect(evaluationBlocks[1]?.text).toContain('version 1 of the rate limit page');
-    const evaluationSchema = (firstEvaluation?.body.tools as { input_schema: { properties: { scores: { items: { properties: { criterion_id: { enum: string[] } } } } } } }[])[0];
-    expect(evaluationSchema?.input_schema.properties.scores.items.properties.criterion_id.enum).toEqual(['C1', 'C2', 'C3']);
+    const evaluationSchema = (
+      firstEvaluation?.body.tools as {
+        input_schema: { properties: { scores: { items: { properties: { criterion_id: { enum: string[] } } } } } };
+      }[]
+    )[0];
+    expect(evaluationSchema?.input_schema.properties.scores.items.properties.criterion_id.enum).toEqual([
+      'C1',
+      'C2',
+      'C3',
+    ]);
     const second = anthropicUser(secondEvaluation as RecordedRequest);
     expect(second).toContain('version 2 of the rate limit page');
     expect(second).not.toContain('version 1');
@@ -83,7 +108,9 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     [429, 'rate_limit_error'],
     [529, 'overloaded_error'],
   ])('succeeds after a retry when the API answers %i first', async (status, errorType) => {
-    const server = await fakeAnthropic((_request, index) => (index === 0 ? { status, errorType, message: 'try again' } : undefined));
+    const server = await fakeAnthropic((_request, index) =>
+      index === 0 ? { status, errorType, message: 'try again' } : undefined,
+    );
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, claude(server));
     expect(result.status).toBe('CONVERGED');
     expect(server.requests).toHaveLength(2);
@@ -92,26 +119,39 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
   it('fails the run naming the role when every try answers 500', async () => {
     const server = await fakeAnthropic(() => ({ status: 500, errorType: 'api_error', message: 'internal trouble' }));
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, claude(server, { maxRetries: 2 }));
-    expect(failure(result)).toBe('MODEL_ERROR: evaluate: anthropic answered 500 api_error after 3 attempts: internal trouble');
+    expect(failure(result)).toBe(
+      'MODEL_ERROR: evaluate: anthropic answered 500 api_error after 3 attempts: internal trouble',
+    );
     expect(server.requests).toHaveLength(3);
   });
 
   it('fails the run when the server hangs: the timeout fires', async () => {
     const server = await fakeAnthropic(() => ({ hang: true }));
-    const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, claude(server, { timeoutMs: 300, maxRetries: 0 }));
+    const { result } = await runWithModels(
+      { ...spec, criteria: CRITERIA },
+      claude(server, { timeoutMs: 300, maxRetries: 0 }),
+    );
     expect(failure(result)).toBe('MODEL_ERROR: evaluate: anthropic did not answer within 0.3 s (timeout, 1 attempt)');
   });
 
   it('fails the run naming the role and the key variable on an authentication error', async () => {
     // This server echoes the key in its error text, as some do: it must not reach the reason.
-    const server = await fakeAnthropic(() => ({ status: 401, errorType: 'authentication_error', message: `invalid x-api-key ${KEY}` }));
+    const server = await fakeAnthropic(() => ({
+      status: 401,
+      errorType: 'authentication_error',
+      message: `invalid x-api-key ${KEY}`,
+    }));
     const { result } = await runWithModels(spec, claude(server));
-    expect(failure(result)).toBe('MODEL_ERROR: criteria: anthropic rejected the API key in ANTHROPIC_API_KEY (401 authentication_error)');
+    expect(failure(result)).toBe(
+      'MODEL_ERROR: criteria: anthropic rejected the API key in ANTHROPIC_API_KEY (401 authentication_error)',
+    );
     expect(JSON.stringify(result)).not.toContain(KEY);
   });
 
   it('repairs a schema-violating answer once, citing the error in the next request', async () => {
-    const server = await fakeAnthropic((_request, index) => (index === 0 ? { answer: { scores: [{ criterion_id: 'C1', pass: true }] } } : undefined));
+    const server = await fakeAnthropic((_request, index) =>
+      index === 0 ? { answer: { scores: [{ criterion_id: 'C1', pass: true }] } } : undefined,
+    );
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, claude(server));
     expect(result.status).toBe('CONVERGED');
     expect(server.requests).toHaveLength(2);
@@ -123,7 +163,9 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
   it('ends FAILED with a contract reason when every answer is malformed', async () => {
     const server = await fakeAnthropic(() => ({ text: 'I would rather chat.' }));
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, claude(server));
-    expect(failure(result)).toMatch(/^CONTRACT_VIOLATION: evaluate answer still invalid after 2 repairs: the answer is not JSON/);
+    expect(failure(result)).toMatch(
+      /^CONTRACT_VIOLATION: evaluate answer still invalid after 2 repairs: the answer is not JSON/,
+    );
     expect(server.requests).toHaveLength(3);
     // Failed work was paid for: it is counted.
     expect(result.usage).toEqual(server.reported);
@@ -167,7 +209,12 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     const prices = { 'anthropic:claude-test': { input: 3, output: 15, cache_read: 0.3, cache_write: 3.75 } };
     const { result } = await runWithModels(spec, claude(server), { prices });
     const usage = result.usage;
-    const expected = (usage.input_tokens * 3 + usage.output_tokens * 15 + usage.cache_read_tokens * 0.3 + usage.cache_write_tokens * 3.75) / 1e6;
+    const expected =
+      (usage.input_tokens * 3 +
+        usage.output_tokens * 15 +
+        usage.cache_read_tokens * 0.3 +
+        usage.cache_write_tokens * 3.75) /
+      1e6;
     expect(result.cost?.total).toBeCloseTo(expected, 12);
     const unpriced = await runWithModels(spec, claude(server), { prices: {} });
     expect(unpriced.result.cost).toEqual({ currency: 'USD', total: null, by_model: { 'anthropic:claude-test': null } });
@@ -180,15 +227,27 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
     servers.push(server);
     return server;
   }
-  const local = (server: FakeModelServer) => createOpenAICompatibleProvider({ model: 'llama-test', apiKey: 'not-needed', baseURL: `${server.url}/v1`, maxTokens: 512 });
+  const local = (server: FakeModelServer) =>
+    createOpenAICompatibleProvider({
+      model: 'llama-test',
+      apiKey: 'not-needed',
+      baseURL: `${server.url}/v1`,
+      maxTokens: 512,
+    });
 
   it('asks for json_schema output with the answer schema, and runs the loop', async () => {
     const server = await fakeOpenAI();
     const { result } = await runWithModels(spec, local(server));
     expect(result.status).toBe('CONVERGED');
-    const evaluation = server.requests.find((request) => roleOf(openaiMessages(request)[0]?.content ?? '') === 'evaluate');
+    const evaluation = server.requests.find(
+      (request) => roleOf(openaiMessages(request)[0]?.content ?? '') === 'evaluate',
+    );
     expect(evaluation?.path).toBe('/v1/chat/completions');
-    expect(evaluation?.body).toMatchObject({ model: 'llama-test', max_tokens: 512, response_format: { type: 'json_schema' } });
+    expect(evaluation?.body).toMatchObject({
+      model: 'llama-test',
+      max_tokens: 512,
+      response_format: { type: 'json_schema' },
+    });
     const format = evaluation?.body.response_format as { json_schema: { schema: { properties: { scores: unknown } } } };
     expect(format.json_schema.schema.properties.scores).toBeDefined();
     expect(openaiMessages(evaluation as RecordedRequest).map((message) => message.role)).toEqual(['system', 'user']);
@@ -197,23 +256,35 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
   });
 
   it('retries a 429 and fails naming the role when every try answers 503', async () => {
-    const retried = await fakeOpenAI((_request, index) => (index === 0 ? { status: 429, errorType: 'rate_limit', message: 'slow down' } : undefined));
-    expect((await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, local(retried))).result.status).toBe('CONVERGED');
+    const retried = await fakeOpenAI((_request, index) =>
+      index === 0 ? { status: 429, errorType: 'rate_limit', message: 'slow down' } : undefined,
+    );
+    expect(
+      (await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, local(retried))).result.status,
+    ).toBe('CONVERGED');
     expect(retried.requests).toHaveLength(2);
     const down = await fakeOpenAI(() => ({ status: 503, errorType: 'unavailable', message: 'model is loading' }));
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, local(down));
-    expect(failure(result)).toBe(`MODEL_ERROR: evaluate: openai-compatible server at ${down.url}/v1 answered 503 after 3 attempts: model is loading`);
+    expect(failure(result)).toBe(
+      `MODEL_ERROR: evaluate: openai-compatible server at ${down.url}/v1 answered 503 after 3 attempts: model is loading`,
+    );
   });
 
   it('falls back to JSON mode when the server rejects json_schema', async () => {
     const server = await fakeOpenAI((request) =>
       (request.body.response_format as { type: string }).type === 'json_schema'
-        ? { status: 400, errorType: 'invalid_request_error', message: "response_format 'json_schema' is not supported by this server" }
+        ? {
+            status: 400,
+            errorType: 'invalid_request_error',
+            message: "response_format 'json_schema' is not supported by this server",
+          }
         : undefined,
     );
     const { result } = await runWithModels({ ...spec, criteria: CRITERIA, artifact: 'version 3' }, local(server));
     expect(result.status).toBe('CONVERGED');
-    expect(server.requests.map((request) => (request.body.response_format as { type: string }).type)).toEqual(['json_schema', 'json_object']);
+    expect(server.requests.map((request) => (request.body.response_format as { type: string }).type)).toEqual([
+      'json_schema',
+      'json_object',
+    ]);
   });
 });
-

@@ -25,7 +25,13 @@ interface OtlpAttribute {
 
 const attributesOf = (list: OtlpAttribute[] | undefined): Record<string, unknown> =>
   Object.fromEntries(
-    (list ?? []).map(({ key, value }) => [key, value.stringValue ?? (value.intValue === undefined ? undefined : Number(value.intValue)) ?? value.boolValue ?? value.doubleValue]),
+    (list ?? []).map(({ key, value }) => [
+      key,
+      value.stringValue ??
+        (value.intValue === undefined ? undefined : Number(value.intValue)) ??
+        value.boolValue ??
+        value.doubleValue,
+    ]),
   );
 
 /**
@@ -56,7 +62,10 @@ async function startReceiver() {
     request.on('end', () => {
       contentTypes.add(request.headers['content-type']);
       const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
-        resourceSpans: { resource: { attributes: OtlpAttribute[] }; scopeSpans: { spans: (Omit<ReceivedSpan, 'attributes' | 'resource'> & { attributes: OtlpAttribute[] })[] }[] }[];
+        resourceSpans: {
+          resource: { attributes: OtlpAttribute[] };
+          scopeSpans: { spans: (Omit<ReceivedSpan, 'attributes' | 'resource'> & { attributes: OtlpAttribute[] })[] }[];
+        }[];
       };
       for (const resourceSpans of body.resourceSpans) {
         const resource = attributesOf(resourceSpans.resource.attributes);
@@ -96,7 +105,13 @@ async function startReceiver() {
 }
 
 /** Every OTEL variable the exporter would read, cleared: the run sees only what a test gives it. */
-const NO_OTEL = { OTEL_EXPORTER_OTLP_ENDPOINT: '', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '', OTEL_SDK_DISABLED: '', OTEL_TRACES_EXPORTER: '', OTEL_SERVICE_NAME: '' };
+const NO_OTEL = {
+  OTEL_EXPORTER_OTLP_ENDPOINT: '',
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: '',
+  OTEL_SDK_DISABLED: '',
+  OTEL_TRACES_EXPORTER: '',
+  OTEL_SERVICE_NAME: '',
+};
 
 describe('OpenTelemetry traces', () => {
   let nats: NatsFixture;
@@ -115,7 +130,10 @@ describe('OpenTelemetry traces', () => {
   async function runDemo(env: NodeJS.ProcessEnv) {
     const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script.yaml`], env);
     try {
-      const run = startPolish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--local', '--json'], env);
+      const run = startPolish(
+        ['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--local', '--json'],
+        env,
+      );
       const { code } = await run.exited;
       expect(code, run.lines.join('\n')).toBe(0);
       expect(JSON.parse(run.stdout()).status).toBe('CONVERGED');
@@ -140,7 +158,9 @@ describe('OpenTelemetry traces', () => {
           named(spans, 'polish.run').length === 1 &&
           named(spans, 'polish.wave ').length === 6 &&
           tasks.length === 6 &&
-          tasks.every((task) => spans.some((span) => span.name === 'polish.model.call' && span.parentSpanId === task.spanId))
+          tasks.every((task) =>
+            spans.some((span) => span.name === 'polish.model.call' && span.parentSpanId === task.spanId),
+          )
         );
       });
 
@@ -160,14 +180,20 @@ describe('OpenTelemetry traces', () => {
       expect(root!.attributes['polish.run_id']).toMatch(/^[0-9a-f-]{36}$/);
 
       // One span per wave, children of the run, in the orchestrator process.
-      const waves = spans.filter((span) => span.name.startsWith('polish.wave ')).sort((a, b) => (BigInt(a.startTimeUnixNano) < BigInt(b.startTimeUnixNano) ? -1 : 1));
-      expect(waves.map((wave) => wave.name)).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate'].map((role) => `polish.wave ${role}`));
+      const waves = spans
+        .filter((span) => span.name.startsWith('polish.wave '))
+        .sort((a, b) => (BigInt(a.startTimeUnixNano) < BigInt(b.startTimeUnixNano) ? -1 : 1));
+      expect(waves.map((wave) => wave.name)).toEqual(
+        ['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate'].map((role) => `polish.wave ${role}`),
+      );
       for (const wave of waves) {
         expect(parentOf(wave)).toBe(root);
         expect(wave.resource['process.pid']).toBe(orchestratorPid);
         expect(wave.attributes['polish.attempts']).toBe(1);
       }
-      expect(waves.filter((wave) => wave.name === 'polish.wave evaluate').map((wave) => wave.attributes['polish.iteration'])).toEqual([1, 2, 3]);
+      expect(
+        waves.filter((wave) => wave.name === 'polish.wave evaluate').map((wave) => wave.attributes['polish.iteration']),
+      ).toEqual([1, 2, 3]);
 
       // One task span per wave, a child of it, each in a worker process of the host.
       const tasks = spans.filter((span) => span.name.startsWith('polish.task '));
@@ -217,7 +243,11 @@ describe('OpenTelemetry traces', () => {
 
   it('sends nothing when OTEL_SDK_DISABLED=true, even with an endpoint', async () => {
     const before = receiver.requests();
-    const { host } = await runDemo({ ...NO_OTEL, OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SDK_DISABLED: 'true' });
+    const { host } = await runDemo({
+      ...NO_OTEL,
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+      OTEL_SDK_DISABLED: 'true',
+    });
     await stop(host);
     expect(receiver.requests()).toBe(before);
   });

@@ -54,7 +54,10 @@ const { values: flags } = parseArgs({
 const natsUrl = flags.nats ?? process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const prefix = flags.prefix ?? process.env.POLISH_SUBJECT_PREFIX ?? 'polish';
 const malformed = flags.malformed ?? process.env.EVALUATE_MALFORMED === '1';
-const schemaDir = flags.schemas ?? process.env.POLISH_SCHEMA_DIR ?? fileURLToPath(new URL('../../packages/protocol/schema/', import.meta.url));
+const schemaDir =
+  flags.schemas ??
+  process.env.POLISH_SCHEMA_DIR ??
+  fileURLToPath(new URL('../../packages/protocol/schema/', import.meta.url));
 const credentialsFile = flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS;
 
 const log = (line) => process.stderr.write(`evaluate-worker: ${line}\n`);
@@ -74,7 +77,11 @@ function judge({ artifact, criteria }) {
   const scores = criteria.map((criterion) => {
     const word = keywords.get(criterion.id) ?? defaultKeyword;
     if (word === undefined || artifact.includes(word)) return { criterion_id: criterion.id, pass: true };
-    return { criterion_id: criterion.id, pass: false, gap: `The artifact does not contain "${word}"; add it where it answers "${criterion.text}"` };
+    return {
+      criterion_id: criterion.id,
+      pass: false,
+      gap: `The artifact does not contain "${word}"; add it where it answers "${criterion.text}"`,
+    };
   });
   // Malformed on purpose: a criterion left unscored breaks the evaluation contract.
   return { scores: malformed ? scores.slice(0, -1) : scores };
@@ -94,7 +101,10 @@ const evaluateBranch = `#/oneOf/${envelopeSchema.oneOf.findIndex((branch) => bra
 /** ajv's errors as one line, each naming where in the task it is. */
 const explain = (errors, base = '') =>
   (errors ?? [])
-    .map((error) => `${base + error.instancePath || '(root)'} ${error.message}${error.params?.additionalProperty ? ` (${error.params.additionalProperty})` : ''}`)
+    .map(
+      (error) =>
+        `${base + error.instancePath || '(root)'} ${error.message}${error.params?.additionalProperty ? ` (${error.params.additionalProperty})` : ''}`,
+    )
     .join('; ');
 
 /** Why a task is not a valid evaluate task, or undefined when it is. */
@@ -119,7 +129,14 @@ const model = { provider: 'raw-client', model: 'keyword-rule', scripted: true };
 const NO_USAGE = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, model_calls: 0 };
 const ONE_CALL = { ...NO_USAGE, model_calls: 1 };
 
-const failure = (taskId, code, message, retryable = false) => ({ v: 1, taskId, ok: false, error: { code, message, retryable }, usage: NO_USAGE, worker });
+const failure = (taskId, code, message, retryable = false) => ({
+  v: 1,
+  taskId,
+  ok: false,
+  error: { code, message, retryable },
+  usage: NO_USAGE,
+  worker,
+});
 
 /** The reply to one task message: a verdict, or a coded error. Never throws. */
 function answer(data) {
@@ -134,9 +151,15 @@ function answer(data) {
   if (problem) return failure(taskId, 'INVALID_INPUT', `task rejected before any model call: ${problem}`);
   // Past its deadline (plus a second for clock skew) nobody reads the answer: the orchestrator
   // has sent the task again. A worker with a real model would not start the call.
-  if (task.deadline > 0 && Date.now() > task.deadline + 1_000) return failure(taskId, 'TIMEOUT', 'evaluate: the task passed its deadline before it was judged', true);
+  if (task.deadline > 0 && Date.now() > task.deadline + 1_000)
+    return failure(taskId, 'TIMEOUT', 'evaluate: the task passed its deadline before it was judged', true);
   const result = judge(task.payload);
-  if (!validEvaluation(result)) return failure(taskId, 'INTERNAL', `evaluate worker failed: its verdict is not an evaluation: ${explain(validEvaluation.errors)}`);
+  if (!validEvaluation(result))
+    return failure(
+      taskId,
+      'INTERNAL',
+      `evaluate worker failed: its verdict is not an evaluation: ${explain(validEvaluation.errors)}`,
+    );
   const summary = result.scores.map((score) => `${score.criterion_id} ${score.pass ? 'pass' : 'fail'}`).join(', ');
   log(`task ${taskId} attempt ${task.attempt}: ${summary}${malformed ? ' (malformed on purpose)' : ''}`);
   return { v: 1, taskId, ok: true, result, usage: ONE_CALL, model, worker };
@@ -159,11 +182,18 @@ process.once('SIGTERM', () => stop('SIGTERM'));
 process.once('SIGINT', () => stop('SIGINT'));
 // The subscription is known to the server once flush() returns: only then can a task reach us.
 await connection.flush();
-log(`ready: pid ${process.pid}, serving ${subject} (queue evaluate), model ${model.provider}:${model.model} (scripted)${malformed ? ', MALFORMED verdicts' : ''}`);
+log(
+  `ready: pid ${process.pid}, serving ${subject} (queue evaluate), model ${model.provider}:${model.model} (scripted)${malformed ? ', MALFORMED verdicts' : ''}`,
+);
 
 for await (const message of subscription) {
   let reply = answer(message.data);
-  if (!validReply(reply)) reply = failure(reply.taskId ?? 'unknown', 'INTERNAL', `evaluate worker failed: its reply is invalid: ${explain(validReply.errors)}`);
+  if (!validReply(reply))
+    reply = failure(
+      reply.taskId ?? 'unknown',
+      'INTERNAL',
+      `evaluate worker failed: its reply is invalid: ${explain(validReply.errors)}`,
+    );
   if (!reply.ok) log(`rejected task ${reply.taskId}: ${reply.error.code}: ${reply.error.message}`);
   if (message.reply) message.respond(JSON.stringify(reply));
 }

@@ -54,7 +54,11 @@ const { values: flags, positionals } = parseArgs({
     json: { type: 'boolean' },
   },
 });
-if (positionals.length !== 1 || !flags.goal) fail(2, 'usage: submit-and-follow.mjs FILE|- --goal TEXT [--criteria FILE] [--threshold T] [--cap N] [--nats URL] [--json]');
+if (positionals.length !== 1 || !flags.goal)
+  fail(
+    2,
+    'usage: submit-and-follow.mjs FILE|- --goal TEXT [--criteria FILE] [--threshold T] [--cap N] [--nats URL] [--json]',
+  );
 
 // The spec: the service validates it again (run-spec.schema.json) and answers INVALID_INPUT naming the field.
 const spec = {
@@ -97,7 +101,11 @@ const events = connection.subscribe(`${prefix}.v1.events.${runId}`);
 await connection.flush();
 
 const submitted = await call('submit', { spec, runId });
-if (!submitted.ok) fail(submitted.code === 'INVALID_INPUT' ? 2 : 1, `the run service refused the run: ${submitted.code}: ${submitted.message}`);
+if (!submitted.ok)
+  fail(
+    submitted.code === 'INVALID_INPUT' ? 2 : 1,
+    `the run service refused the run: ${submitted.code}: ${submitted.message}`,
+  );
 process.stderr.write(`submit-and-follow: submitted run ${runId} (owner ${submitted.run.owner})\n`);
 
 let cancelling = false;
@@ -153,9 +161,14 @@ if (flags.json) {
   process.stdout.write(`${JSON.stringify(run)}\n`);
 } else {
   process.stdout.write(`status: ${result.status} after ${result.iterations} iteration(s)\n`);
-  if (result.status === 'CAP_REACHED') process.stdout.write(`remaining gaps (best version: iteration ${result.best_iteration}):\n${result.remaining_gaps.map((gap) => `  ${gap}\n`).join('')}`);
-  if (result.status === 'FAILED' || result.status === 'CANCELLED') process.stdout.write(`reason: ${result.code ? `${result.code}: ` : ''}${result.reason}\n`);
-  if (result.status === 'CONVERGED' || result.status === 'CAP_REACHED') process.stdout.write(`--- artifact ---\n${result.artifact}\n`);
+  if (result.status === 'CAP_REACHED')
+    process.stdout.write(
+      `remaining gaps (best version: iteration ${result.best_iteration}):\n${result.remaining_gaps.map((gap) => `  ${gap}\n`).join('')}`,
+    );
+  if (result.status === 'FAILED' || result.status === 'CANCELLED')
+    process.stdout.write(`reason: ${result.code ? `${result.code}: ` : ''}${result.reason}\n`);
+  if (result.status === 'CONVERGED' || result.status === 'CAP_REACHED')
+    process.stdout.write(`--- artifact ---\n${result.artifact}\n`);
 }
 await connection.drain();
 process.exit(EXIT[result.status] ?? 1);
@@ -172,5 +185,7 @@ async function resolveObjects(value) {
     const store = await connection.jetstream().views.os(`${prefix}_artifacts`);
     return new TextDecoder().decode(await store.getBlob(value.$polish_object));
   }
-  return Object.fromEntries(await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await resolveObjects(inner)])));
+  return Object.fromEntries(
+    await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await resolveObjects(inner)])),
+  );
 }

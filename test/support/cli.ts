@@ -11,7 +11,10 @@ export interface CliOutcome {
 }
 
 /** Runs the built `polish` as a child process and collects its output. */
-export function polish(args: string[], options: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {}): Promise<CliOutcome> {
+export function polish(
+  args: string[],
+  options: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
+): Promise<CliOutcome> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [POLISH, ...args], {
       cwd: options.cwd ?? REPO,

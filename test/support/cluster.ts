@@ -30,11 +30,15 @@ export interface NatsCluster {
 /** Ports the OS reports free right now (all held at once, so they differ), released for the caller to bind. */
 async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const server = createServer();
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
+    Array.from(
+      { length: count },
+      () =>
+        new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+          const server = createServer();
+          server.once('error', reject);
+          server.listen(0, '127.0.0.1', () => resolve(server));
+        }),
+    ),
   );
   const ports = servers.map((server) => (server.address() as AddressInfo).port);
   await Promise.all(servers.map((server) => new Promise((resolve) => server.close(resolve))));
@@ -50,7 +54,8 @@ async function waitForJetStream(url: string, deadline: number): Promise<void> {
         await (await jetstreamManager(connection)).getAccountInfo();
         return;
       } catch (error) {
-        if (Date.now() > deadline) throw new Error(`JetStream on ${url} has no meta leader yet: ${(error as Error).message}`);
+        if (Date.now() > deadline)
+          throw new Error(`JetStream on ${url} has no meta leader yet: ${(error as Error).message}`);
         await delay(100);
       }
     }
@@ -133,7 +138,9 @@ async function tryStart(size: number, timeoutMs: number): Promise<NatsCluster> {
     await Promise.all(nodes.map((node) => waitForJetStream(node.url, deadline)));
   } catch (error) {
     await stopAll();
-    throw new Error(`${(error as Error).message}\n${nodes.map((node) => `--- ${node.name}\n${node.log().slice(-1500)}`).join('\n')}`);
+    throw new Error(
+      `${(error as Error).message}\n${nodes.map((node) => `--- ${node.name}\n${node.log().slice(-1500)}`).join('\n')}`,
+    );
   }
   return { nodes, stop: stopAll };
 }

@@ -24,7 +24,10 @@ export const anthropicDialect: ApiDialect = {
       type: 'message',
       role: 'assistant',
       model: body.model,
-      content: content.json !== undefined ? [{ type: 'tool_use', id: 'toolu_fake', name: 'answer', input: content.json }] : [{ type: 'text', text: content.text }],
+      content:
+        content.json !== undefined
+          ? [{ type: 'tool_use', id: 'toolu_fake', name: 'answer', input: content.json }]
+          : [{ type: 'text', text: content.text }],
       stop_reason: content.json !== undefined ? 'tool_use' : 'end_turn',
       stop_sequence: null,
       usage: {

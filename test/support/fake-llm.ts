@@ -24,7 +24,9 @@ export function fakeAnswer(role: Role, userText: string): unknown {
     case 'evaluate':
       return {
         scores: CRITERIA.map((criterion, index) =>
-          index < version ? { criterion_id: criterion.id, pass: true } : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id}` },
+          index < version
+            ? { criterion_id: criterion.id, pass: true }
+            : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id}` },
         ),
       };
     case 'revise':

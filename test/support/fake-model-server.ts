@@ -20,7 +20,13 @@ export interface FakeModelServer {
   url: string;
   requests: RecordedRequest[];
   /** Usage the server reported, summed over every successful answer. */
-  reported: { input_tokens: number; output_tokens: number; cache_read_tokens: number; cache_write_tokens: number; model_calls: number };
+  reported: {
+    input_tokens: number;
+    output_tokens: number;
+    cache_read_tokens: number;
+    cache_write_tokens: number;
+    model_calls: number;
+  };
   stop(): Promise<void>;
 }
 
@@ -55,7 +61,11 @@ export async function startFakeModelServer(
     incoming.setEncoding('utf8');
     incoming.on('data', (chunk: string) => (raw += chunk));
     incoming.on('end', () => {
-      const recorded: RecordedRequest = { path: incoming.url ?? '', headers: incoming.headers, body: JSON.parse(raw || '{}') };
+      const recorded: RecordedRequest = {
+        path: incoming.url ?? '',
+        headers: incoming.headers,
+        body: JSON.parse(raw || '{}'),
+      };
       requests.push(recorded);
       const decision = reply(recorded, requests.length - 1);
       if ('hang' in decision) return;
@@ -64,7 +74,8 @@ export async function startFakeModelServer(
         response.writeHead(status, { 'content-type': 'application/json', 'retry-after-ms': '5' });
         response.end(JSON.stringify(payload));
       };
-      if ('status' in decision) return send(decision.status, dialect.error(decision.status, decision.errorType, decision.message));
+      if ('status' in decision)
+        return send(decision.status, dialect.error(decision.status, decision.errorType, decision.message));
       const { prefix, rest } = dialect.split(recorded.body);
       const prefixTokens = countTokens(prefix);
       const cacheHit = prefix !== '' && cachedPrefixes.has(prefix);
@@ -81,7 +92,14 @@ export async function startFakeModelServer(
       reported.cache_read_tokens += usage.cache_read_tokens;
       reported.cache_write_tokens += usage.cache_write_tokens;
       reported.model_calls += 1;
-      send(200, dialect.success(recorded.body, 'answer' in decision ? { json: decision.answer } : { text: decision.text }, usage));
+      send(
+        200,
+        dialect.success(
+          recorded.body,
+          'answer' in decision ? { json: decision.answer } : { text: decision.text },
+          usage,
+        ),
+      );
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

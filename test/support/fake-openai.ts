@@ -5,7 +5,10 @@ type Message = { role: string; content: string };
 /** OpenAI-compatible chat completions, as Ollama, vLLM and llama.cpp serve them. */
 export const openaiDialect: ApiDialect = {
   split(body) {
-    return { prefix: '', rest: ((body.messages as Message[] | undefined) ?? []).map((message) => message.content).join(' ') };
+    return {
+      prefix: '',
+      rest: ((body.messages as Message[] | undefined) ?? []).map((message) => message.content).join(' '),
+    };
   },
   success(body, content, usage) {
     const text = content.json !== undefined ? JSON.stringify(content.json) : (content.text ?? '');

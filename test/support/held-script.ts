@@ -12,6 +12,12 @@ export function heldScript(source: string, folder: string): { script: string; re
   const id = randomUUID();
   const path = join(folder, `held-${id}.json`);
   const releaseFile = join(folder, `release-${id}`);
-  writeFileSync(path, JSON.stringify({ ...script, evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })) }));
+  writeFileSync(
+    path,
+    JSON.stringify({
+      ...script,
+      evaluate: script.evaluate?.map((rule) => ({ ...rule, hold_until_file: releaseFile })),
+    }),
+  );
   return { script: path, release: () => writeFileSync(releaseFile, '') };
 }

@@ -17,7 +17,10 @@ export interface NatsFixture {
 export async function startNats(options: { trace?: boolean } = {}): Promise<NatsFixture> {
   const storeDir = mkdtempSync(join(tmpdir(), 'polish-nats-'));
   let log = '';
-  const server = await startNatsServer({ storeDir, ...(options.trace ? { args: ['-V'], onLog: (text) => (log += text) } : {}) });
+  const server = await startNatsServer({
+    storeDir,
+    ...(options.trace ? { args: ['-V'], onLog: (text) => (log += text) } : {}),
+  });
   const connection = await connect({ servers: server.url });
   return {
     server,

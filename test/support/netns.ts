@@ -47,11 +47,12 @@ function ip(args: string[]): string {
     const missing = (outcome.error as NodeJS.ErrnoException).code === 'ENOENT';
     throw new Error(
       missing
-        ? 'the multi-host test needs iproute2\'s `ip` (apt-get install iproute2) and root: it builds hosts from network namespaces and veth pairs'
+        ? "the multi-host test needs iproute2's `ip` (apt-get install iproute2) and root: it builds hosts from network namespaces and veth pairs"
         : `ip ${args.join(' ')}: ${outcome.error.message}`,
     );
   }
-  if (outcome.status !== 0) throw new Error(`ip ${args.join(' ')} failed (exit ${outcome.status}): ${outcome.stderr.trim()}`);
+  if (outcome.status !== 0)
+    throw new Error(`ip ${args.join(' ')} failed (exit ${outcome.status}): ${outcome.stderr.trim()}`);
   return outcome.stdout;
 }
 
@@ -61,11 +62,7 @@ const listNamespaces = () =>
     .map((line) => line.split(' ')[0] ?? '')
     .filter(Boolean);
 
-const namespacePids = (namespace: string) =>
-  ip(['netns', 'pids', namespace])
-    .split('\n')
-    .filter(Boolean)
-    .map(Number);
+const namespacePids = (namespace: string) => ip(['netns', 'pids', namespace]).split('\n').filter(Boolean).map(Number);
 
 function isAlive(pid: number): boolean {
   try {
@@ -103,7 +100,13 @@ async function removeAbandoned(): Promise<void> {
 }
 
 /** Starts `command` inside `namespace` (via `ip netns exec`, which execs it: the pid is the command's). */
-function startIn(namespace: string, command: string, args: string[], env: NodeJS.ProcessEnv, cwd: string | undefined): NetnsProcess {
+function startIn(
+  namespace: string,
+  command: string,
+  args: string[],
+  env: NodeJS.ProcessEnv,
+  cwd: string | undefined,
+): NetnsProcess {
   const child = spawn('ip', ['netns', 'exec', namespace, command, ...args], {
     env: { ...process.env, ...env },
     ...(cwd ? { cwd } : {}),
@@ -111,7 +114,10 @@ function startIn(namespace: string, command: string, args: string[], env: NodeJS
     // Its own process group, so it can be killed with everything it started in the group.
     detached: true,
   });
-  return { ...watchProcess(child, { describe: `${command} in ${namespace}`, defaultWaitMs: DEFAULT_WAIT_MS }), namespace };
+  return {
+    ...watchProcess(child, { describe: `${command} in ${namespace}`, defaultWaitMs: DEFAULT_WAIT_MS }),
+    namespace,
+  };
 }
 
 /**
@@ -165,7 +171,9 @@ export async function createNetwork(hostCount: number, options: { cwd?: string }
     try {
       ip(['netns', 'add', hub]);
     } catch (error) {
-      throw new Error(`cannot create a network namespace (the multi-host test must run as root): ${(error as Error).message}`);
+      throw new Error(
+        `cannot create a network namespace (the multi-host test must run as root): ${(error as Error).message}`,
+      );
     }
     made.push(hub);
     ip(['-n', hub, 'link', 'set', 'lo', 'up']);

@@ -28,7 +28,10 @@ export function killStarted(): void {
  * future) matching the pattern and rejects if the process exits first, or after `withinMs` when a
  * bound is given (default: `defaultWaitMs`, none unless set).
  */
-export function watchProcess(child: ChildProcess, options: { describe?: string; defaultWaitMs?: number } = {}): WatchedProcess {
+export function watchProcess(
+  child: ChildProcess,
+  options: { describe?: string; defaultWaitMs?: number } = {},
+): WatchedProcess {
   const describe = options.describe ?? 'process';
   const lines: string[] = [];
   const waiters: { pattern: RegExp; resolve: (match: RegExpExecArray) => void }[] = [];
@@ -64,7 +67,11 @@ export function watchProcess(child: ChildProcess, options: { describe?: string; 
             ? undefined
             : setTimeout(() => {
                 waiters.splice(waiters.indexOf(waiter), 1);
-                reject(new Error(`${describe}: no line matched ${pattern} within ${withinMs / 1000} s:\n${lines.join('\n')}`));
+                reject(
+                  new Error(
+                    `${describe}: no line matched ${pattern} within ${withinMs / 1000} s:\n${lines.join('\n')}`,
+                  ),
+                );
               }, withinMs);
         timer?.unref();
         const waiter = {
@@ -88,14 +95,22 @@ export function watchProcess(child: ChildProcess, options: { describe?: string; 
 
 /** Starts the built `polish` with these arguments, watching its stderr line by line. */
 export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): WatchedProcess {
-  const child = spawn(process.execPath, [POLISH, ...args], { cwd: REPO, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = spawn(process.execPath, [POLISH, ...args], {
+    cwd: REPO,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   started.add(child);
   child.once('exit', () => started.delete(child));
   return watchProcess(child, { describe: `polish ${args[0] ?? ''}` });
 }
 
 /** Starts `polish worker` and waits until all its pools are ready. */
-export async function startHost(natsUrl: string, args: string[] = [], env: NodeJS.ProcessEnv = {}): Promise<WatchedProcess & { pids: () => number[] }> {
+export async function startHost(
+  natsUrl: string,
+  args: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<WatchedProcess & { pids: () => number[] }> {
   const host = startPolish(['worker', '--nats', natsUrl, ...args], env);
   await host.waitFor(/all pools ready/);
   const pids = () => host.lines.flatMap((line) => /^worker (\d+) \(\w+\) ready/.exec(line)?.[1] ?? []).map(Number);
@@ -114,7 +129,8 @@ export function processesTagged(tag: string): number[] {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`POLISH_TEST_TAG=${tag}`)) found.push(Number(entry));
+      if (readFileSync(`/proc/${entry}/environ`, 'utf8').split('\0').includes(`POLISH_TEST_TAG=${tag}`))
+        found.push(Number(entry));
     } catch {
       // The process ended while we looked: it is not left behind.
     }

@@ -1,4 +1,10 @@
-import { createScriptedProvider, handleTask, type ModelRequest, type RoleModels, type ScriptFunction } from '@polish/agents';
+import {
+  createScriptedProvider,
+  handleTask,
+  type ModelRequest,
+  type RoleModels,
+  type ScriptFunction,
+} from '@polish/agents';
 import { createInProcessDispatcher, startPolish, type RunPolishOptions } from '@polish/orchestrator';
 import type { Criterion, RunEvent, RunResult, RunSpecInput } from '@polish/protocol';
 
@@ -27,7 +33,9 @@ export function scenario(options: { criteria?: Criterion[]; verdicts: boolean[][
         const row = options.verdicts[Math.min(version, options.verdicts.length) - 1] ?? [];
         return {
           scores: criteria.map((criterion, index) =>
-            row[index] ? { criterion_id: criterion.id, pass: true } : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id} in version ${version}` },
+            row[index]
+              ? { criterion_id: criterion.id, pass: true }
+              : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id} in version ${version}` },
           ),
         };
       }

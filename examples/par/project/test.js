@@ -1,6 +1,10 @@
 // The acceptance check the PAR example's command critique runs: `node test.js`.
 const { add } = require('./add.js');
-const cases = [[2, 3, 5], [10, -4, 6], [0, 0, 0]];
+const cases = [
+  [2, 3, 5],
+  [10, -4, 6],
+  [0, 0, 0],
+];
 let failed = 0;
 for (const [a, b, expected] of cases) {
   const got = add(a, b);

@@ -12,5 +12,11 @@ await build({
   input: { 'worker-process': `${dist}worker/worker-process.js` },
   platform: 'node',
   logLevel: 'warn',
-  output: { dir: `${dist}worker-bundle`, format: 'esm', minify: true, entryFileNames: '[name].mjs', chunkFileNames: '[name]-[hash].mjs' },
+  output: {
+    dir: `${dist}worker-bundle`,
+    format: 'esm',
+    minify: true,
+    entryFileNames: '[name].mjs',
+    chunkFileNames: '[name]-[hash].mjs',
+  },
 });

@@ -1,7 +1,13 @@
 import type { z } from 'zod';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
-import type { ContentPart, ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './providers/model-provider.js';
+import type {
+  ContentPart,
+  ModelMessage,
+  ModelProvider,
+  ModelRequest,
+  ModelResponse,
+} from './providers/model-provider.js';
 
 /** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
 const tracer = trace.getTracer('@polish/agents');
@@ -37,7 +43,9 @@ function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { pr
   }
   const parsed = schema.safeParse(json);
   if (parsed.success) return { value: parsed.data };
-  return { problem: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ') };
+  return {
+    problem: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
+  };
 }
 
 /**
@@ -89,7 +97,13 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
     try {
       response = await tracedGenerate(
         request.model,
-        { role: request.role, system: request.system, messages: [...messages], jsonSchema: request.jsonSchema, payload: request.payload },
+        {
+          role: request.role,
+          system: request.system,
+          messages: [...messages],
+          jsonSchema: request.jsonSchema,
+          payload: request.payload,
+        },
         round,
       );
     } catch (error) {
@@ -108,7 +122,10 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
     }
     messages.push(
       { role: 'assistant', content: response.text },
-      { role: 'user', content: `Your answer was rejected: ${outcome.problem}. Answer again with only the corrected JSON object.` },
+      {
+        role: 'user',
+        content: `Your answer was rejected: ${outcome.problem}. Answer again with only the corrected JSON object.`,
+      },
     );
   }
 }

@@ -25,7 +25,8 @@ const NO_MODEL: ModelProvider = {
   generate: () => Promise.reject(new PolishError('INTERNAL', 'this role calls no model')),
 };
 
-const modelFor = (models: RoleModels, role: TaskRole): ModelProvider => ('generate' in models ? (models as ModelProvider) : (models[role] ?? NO_MODEL));
+const modelFor = (models: RoleModels, role: TaskRole): ModelProvider =>
+  'generate' in models ? (models as ModelProvider) : (models[role] ?? NO_MODEL);
 
 function runHandler(task: TaskEnvelope, model: ModelProvider) {
   switch (task.role) {
@@ -56,12 +57,18 @@ export function currentWorker(): WorkerInfo {
  * rejected before any model is called), runs the role's handler, and wraps the outcome.
  * Never throws: failures become error replies with a code.
  */
-export async function handleTask(raw: unknown, models: RoleModels, worker: WorkerInfo = currentWorker()): Promise<TaskReply> {
+export async function handleTask(
+  raw: unknown,
+  models: RoleModels,
+  worker: WorkerInfo = currentWorker(),
+): Promise<TaskReply> {
   const rawTaskId = (raw as { taskId?: unknown } | null)?.taskId;
   const taskId = typeof rawTaskId === 'string' && rawTaskId ? rawTaskId : 'unknown';
   const parsed = TaskEnvelopeSchema.safeParse(raw);
   if (!parsed.success) {
-    const problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    const problem = parsed.error.issues
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
     const error = new PolishError('INVALID_INPUT', `task rejected before any model call: ${problem}`);
     return { v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker };
   }
@@ -69,11 +76,28 @@ export async function handleTask(raw: unknown, models: RoleModels, worker: Worke
   const model = task.role === 'par.command' ? NO_MODEL : modelFor(models, task.role);
   try {
     const output = await runHandler(task, model);
-    return { v: PROTOCOL_VERSION, taskId, ok: true, result: output.value, usage: output.usage, model: model.info, worker };
+    return {
+      v: PROTOCOL_VERSION,
+      taskId,
+      ok: true,
+      result: output.value,
+      usage: output.usage,
+      model: model.info,
+      worker,
+    };
   } catch (error) {
     const polishError = PolishError.from(error);
-    const message = polishError.code === 'INTERNAL' ? `${task.role} worker failed: ${polishError.message}` : polishError.message;
+    const message =
+      polishError.code === 'INTERNAL' ? `${task.role} worker failed: ${polishError.message}` : polishError.message;
     const wire = { ...polishError.toWire(), message };
-    return { v: PROTOCOL_VERSION, taskId, ok: false, error: wire, usage: polishError.usage ?? ZERO_USAGE, model: model.info, worker };
+    return {
+      v: PROTOCOL_VERSION,
+      taskId,
+      ok: false,
+      error: wire,
+      usage: polishError.usage ?? ZERO_USAGE,
+      model: model.info,
+      worker,
+    };
   }
 }

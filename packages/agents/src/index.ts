@@ -1,5 +1,12 @@
 // @polish/agents: role handlers, prompts, model providers.
-export { textOf, type ModelProvider, type ModelRequest, type ModelResponse, type ModelMessage, type ContentPart } from './providers/model-provider.js';
+export {
+  textOf,
+  type ModelProvider,
+  type ModelRequest,
+  type ModelResponse,
+  type ModelMessage,
+  type ContentPart,
+} from './providers/model-provider.js';
 export { createScriptedProvider, type ScriptFunction } from './providers/scripted-provider.js';
 export { ScriptFileSchema, loadScriptFile, type ScriptFile, type ScriptRule } from './providers/script-file.js';
 export { generateValidated, DEFAULT_MAX_REPAIRS, type ValidatedRequest } from './generate-validated.js';
@@ -10,7 +17,14 @@ export type { HandlerOutput } from './handlers/handler.js';
 export { handleTask, currentWorker, type RoleModels } from './handle-task.js';
 export * as prompts from './prompts.js';
 export { ModelSettingsSchema, createModel, type ModelSettings } from './providers/model-settings.js';
-export { WorkerConfigSchema, NatsAuthSchema, WORKER_CONFIG_ENV, type WorkerConfig, type WorkerNotice, type NatsAuth } from './worker/worker-config.js';
+export {
+  WorkerConfigSchema,
+  NatsAuthSchema,
+  WORKER_CONFIG_ENV,
+  type WorkerConfig,
+  type WorkerNotice,
+  type NatsAuth,
+} from './worker/worker-config.js';
 export { runWorker } from './worker/run-worker.js';
 export { createAgentHost, type AgentHost, type AgentHostOptions, type AgentHostEvents } from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';

@@ -1,4 +1,11 @@
-import type { AcceptanceCriterion, CycleMemory, ParActPayload, ParFiles, ParPlanPayload, ParReviewPayload } from '@polish/protocol';
+import type {
+  AcceptanceCriterion,
+  CycleMemory,
+  ParActPayload,
+  ParFiles,
+  ParPlanPayload,
+  ParReviewPayload,
+} from '@polish/protocol';
 
 // Plan-act-reflect prompts. The workspace files are data, fenced per file; the agent sees its
 // own earlier plan summaries and critique results (single-agent self-correction, DESIGN §2).
@@ -42,7 +49,9 @@ export function filesBlock(files: ParFiles): string {
 }
 
 const criteriaBlock = (criteria: readonly AcceptanceCriterion[]) =>
-  criteria.map((criterion) => `${criterion.id}${criterion.human_gate ? ' (human gate)' : ''}: ${criterion.text}`).join('\n');
+  criteria
+    .map((criterion) => `${criterion.id}${criterion.human_gate ? ' (human gate)' : ''}: ${criterion.text}`)
+    .join('\n');
 
 const historyBlock = (history: readonly CycleMemory[]) =>
   history.length === 0

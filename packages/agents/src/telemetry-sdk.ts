@@ -35,13 +35,19 @@ class AsyncLocalStorageContextManager implements ContextManager {
     return this.storage.getStore() ?? ROOT_CONTEXT;
   }
 
-  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(active: Context, fn: F, thisArg?: ThisParameterType<F>, ...args: A): ReturnType<F> {
+  with<A extends unknown[], F extends (...args: A) => ReturnType<F>>(
+    active: Context,
+    fn: F,
+    thisArg?: ThisParameterType<F>,
+    ...args: A
+  ): ReturnType<F> {
     return this.storage.run(active, () => fn.apply(thisArg, args));
   }
 
   bind<T>(active: Context, target: T): T {
     if (typeof target !== 'function') return target;
-    const run = (self: unknown, args: unknown[]) => this.with(active, () => (target as (...args: unknown[]) => unknown).apply(self, args));
+    const run = (self: unknown, args: unknown[]) =>
+      this.with(active, () => (target as (...args: unknown[]) => unknown).apply(self, args));
     return function bound(this: unknown, ...args: unknown[]) {
       return run(this, args);
     } as T;
@@ -66,7 +72,11 @@ class W3CTraceContextPropagator implements TextMapPropagator {
   inject(active: Context, carrier: unknown, setter: TextMapSetter): void {
     const span = trace.getSpanContext(active);
     if (!span || !isSpanContextValid(span)) return;
-    setter.set(carrier, TRACEPARENT, `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`);
+    setter.set(
+      carrier,
+      TRACEPARENT,
+      `00-${span.traceId}-${span.spanId}-${(span.traceFlags & 0xff).toString(16).padStart(2, '0')}`,
+    );
     const state = span.traceState?.serialize();
     if (state) setter.set(carrier, TRACESTATE, state);
   }
@@ -135,9 +145,22 @@ function logDiagnostics(level: string | undefined): void {
   };
   const chosen = level ? levels[level.trim().toLowerCase()] : undefined;
   if (chosen === undefined || chosen === DiagLogLevel.NONE) return;
-  const write = (kind: string) => (message: string, ...args: unknown[]) =>
-    void process.stderr.write(`opentelemetry ${kind} (pid ${process.pid}): ${[message, ...args.map((arg) => (arg instanceof Error ? arg.message : String(arg)))].join(' ')}\n`);
-  diag.setLogger({ error: write('error'), warn: write('warn'), info: write('info'), debug: write('debug'), verbose: write('verbose') }, chosen);
+  const write =
+    (kind: string) =>
+    (message: string, ...args: unknown[]) =>
+      void process.stderr.write(
+        `opentelemetry ${kind} (pid ${process.pid}): ${[message, ...args.map((arg) => (arg instanceof Error ? arg.message : String(arg)))].join(' ')}\n`,
+      );
+  diag.setLogger(
+    {
+      error: write('error'),
+      warn: write('warn'),
+      info: write('info'),
+      debug: write('debug'),
+      verbose: write('verbose'),
+    },
+    chosen,
+  );
 }
 
 /**
@@ -158,7 +181,10 @@ export function startSdk(serviceName: string, env: NodeJS.ProcessEnv): Telemetry
     ...(env.OTEL_SERVICE_NAME?.trim() ? { 'service.name': env.OTEL_SERVICE_NAME.trim() } : {}),
   });
   // The exporter reads its endpoint, headers, timeout and compression from the OTEL_EXPORTER_OTLP_* variables.
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())] });
+  const provider = new BasicTracerProvider({
+    resource,
+    spanProcessors: [new BatchSpanProcessor(new OTLPTraceExporter())],
+  });
   if (!trace.setGlobalTracerProvider(provider)) {
     void provider.shutdown().catch(() => undefined);
     return undefined;

@@ -20,7 +20,10 @@ const DISABLED: Telemetry = Object.freeze({ enabled: false, shutdown: () => Prom
  */
 export function telemetryConfigured(env: NodeJS.ProcessEnv = process.env): boolean {
   if (env.OTEL_SDK_DISABLED?.trim().toLowerCase() === 'true') return false;
-  const exporters = env.OTEL_TRACES_EXPORTER?.split(',').map((name) => name.trim().toLowerCase()).filter(Boolean) ?? [];
+  const exporters =
+    env.OTEL_TRACES_EXPORTER?.split(',')
+      .map((name) => name.trim().toLowerCase())
+      .filter(Boolean) ?? [];
   if (exporters.length > 0 && exporters.every((name) => name === 'none')) return false;
   return Boolean(env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT?.trim() || env.OTEL_EXPORTER_OTLP_ENDPOINT?.trim());
 }

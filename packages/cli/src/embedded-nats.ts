@@ -37,13 +37,30 @@ export function startNatsServer(options: {
   // Artifacts travel whole in task messages: allow 8 MB (NATS's default is 1 MB) until large
   // artifacts go through the Object Store.
   const config = options.configFile ?? join(options.storeDir, 'polish-nats.conf');
-  if (!options.configFile) writeFileSync(config, `max_payload: 8MB\n${options.credentials ? renderAuthorization(options.credentials) : ''}`, { mode: 0o600 });
+  if (!options.configFile)
+    writeFileSync(config, `max_payload: 8MB\n${options.credentials ? renderAuthorization(options.credentials) : ''}`, {
+      mode: 0o600,
+    });
   const binary = natsServerBinary();
-  const child = spawn(binary, ['-c', config, '-a', '127.0.0.1', '-p', '-1', '-js', ...(options.configFile ? [] : ['-sd', options.storeDir]), ...(options.args ?? [])], {
-    stdio: ['ignore', 'ignore', 'pipe'],
-    // Its own process group: a terminal's Ctrl-C reaches polish, which stops the server in order.
-    detached: true,
-  });
+  const child = spawn(
+    binary,
+    [
+      '-c',
+      config,
+      '-a',
+      '127.0.0.1',
+      '-p',
+      '-1',
+      '-js',
+      ...(options.configFile ? [] : ['-sd', options.storeDir]),
+      ...(options.args ?? []),
+    ],
+    {
+      stdio: ['ignore', 'ignore', 'pipe'],
+      // Its own process group: a terminal's Ctrl-C reaches polish, which stops the server in order.
+      detached: true,
+    },
+  );
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const stop = async () => {
     if (child.exitCode === null && child.signalCode === null) child.kill('SIGTERM');
@@ -59,7 +76,9 @@ export function startNatsServer(options: {
           : new SetupError(`cannot start nats-server: ${error.message}`),
       );
     });
-    child.once('exit', (code) => reject(new SetupError(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)));
+    child.once('exit', (code) =>
+      reject(new SetupError(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)),
+    );
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {
       options.onLog?.(chunk);

@@ -1,5 +1,10 @@
 import { once } from 'node:events';
-import { createNatsStatelyInspector, createStatelySkyInspector, startInspector, type Inspector } from '@polish/inspector';
+import {
+  createNatsStatelyInspector,
+  createStatelySkyInspector,
+  startInspector,
+  type Inspector,
+} from '@polish/inspector';
 import { eventsSubject, type RunEvent } from '@polish/protocol';
 import type { InspectionEvent, Observer } from 'xstate';
 import { InputError } from './input-error.js';
@@ -22,7 +27,10 @@ export function inspectModeOf(flags: InspectFlags): InspectMode {
   if (flags.inspect === undefined || flags.inspect === false) return undefined;
   if (flags.inspect === true || flags.inspect === 'local') return 'local';
   if (flags.inspect === 'stately') return 'stately';
-  throw new InputError('inspect', `"${flags.inspect}" is not an inspector: --inspect (the local page) or --inspect stately`);
+  throw new InputError(
+    'inspect',
+    `"${flags.inspect}" is not an inspector: --inspect (the local page) or --inspect stately`,
+  );
 }
 
 /** What a run is observed with: its events go to NATS, its actors to the inspection feed. */
@@ -50,16 +58,26 @@ export async function observeRun(
   let inspector: Inspector | undefined;
   if (mode === 'local') {
     const port = parseWholeNumber('inspect-port', flags.inspectPort, 0, 65535) ?? 4800;
-    inspector = await startInspector({ natsUrl: runtime.natsUrl, port, ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}) }).catch((error: Error) => {
+    inspector = await startInspector({
+      natsUrl: runtime.natsUrl,
+      port,
+      ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}),
+    }).catch((error: Error) => {
       throw new SetupError(`cannot start the inspector: ${error.message}`);
     });
     log(`polish: inspector: open ${inspector.url} to watch the run`);
     if (flags.waitForViewerMs) {
       log(`polish: the run starts when the page is open (or in ${Math.round(flags.waitForViewerMs / 1000)} s)`);
-      await Promise.race([inspector.viewerConnected(flags.waitForViewerMs), ...(signal ? [once(signal, 'abort')] : [])]);
+      await Promise.race([
+        inspector.viewerConnected(flags.waitForViewerMs),
+        ...(signal ? [once(signal, 'abort')] : []),
+      ]);
     }
   }
-  const sky = mode === 'stately' ? createStatelySkyInspector((error) => log(`polish: stately inspector: ${error.message}`)) : undefined;
+  const sky =
+    mode === 'stately'
+      ? createStatelySkyInspector((error) => log(`polish: stately inspector: ${error.message}`))
+      : undefined;
   const feed = sky ?? createNatsStatelyInspector(runtime.connection, runId);
   const subject = eventsSubject(runId);
   return {

@@ -26,39 +26,57 @@ const modelOptions = (command: Command) =>
   command
     .option('--model <spec>', 'model for every role, as provider:model[@baseURL] (default anthropic:claude-sonnet-4-5)')
     .option('--criteria-model <spec>', 'model for wave 1 (criteria)')
-    .option('--evaluator-model <spec>', 'model for wave 2 (evaluate); another family than the reviser reduces self-preference')
+    .option(
+      '--evaluator-model <spec>',
+      'model for wave 2 (evaluate); another family than the reviser reduces self-preference',
+    )
     .option('--reviser-model <spec>', 'model for wave 3 (revise)')
     .option('--actor-model <spec>', 'plan-act-reflect: model of the agent that plans and acts')
     .option('--reviewer-model <spec>', 'plan-act-reflect: model of the stateless reviewer (--critique review)')
     .option('--config <file>', 'config file (YAML or JSON): models, max_tokens, timeout_seconds, max_retries, prices')
-    .addOption(new Option('--provider <name>', 'with --script: the scripted provider (same as --model scripted:FILE)').choices(['scripted']))
+    .addOption(
+      new Option('--provider <name>', 'with --script: the scripted provider (same as --model scripted:FILE)').choices([
+        'scripted',
+      ]),
+    )
     .option('--script <file>', 'answers for the scripted provider (YAML or JSON)');
 
 const topologyOptions = (command: Command) =>
   command
-    .option('--nats <url>', 'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)')
+    .option(
+      '--nats <url>',
+      'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)',
+    )
     .option('--pool <n>', 'embedded: warm worker processes per role (default 1)')
     .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
     .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
     .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
     .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
-    .option('--credentials <file>', 'with --nats: the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
-    .option('--inspect [inspector]', 'watch the run in the local inspector page (or `stately`: Stately\'s hosted inspector, online only)')
+    .option(
+      '--credentials <file>',
+      'with --nats: the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)',
+    )
+    .option(
+      '--inspect [inspector]',
+      "watch the run in the local inspector page (or `stately`: Stately's hosted inspector, online only)",
+    )
     .option('--inspect-port <port>', 'port of the local inspector page (default 4800; 0 picks a free one)');
 
-modelOptions(topologyOptions(
-  program
-    .command('run')
-    .description('polish an artifact until its criteria pass or the cap is reached')
-    .argument('<file>', 'the artifact to polish, or - for standard input')
-    .option('--goal <text>', 'what the artifact must achieve (required)')
-    .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
-    .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
-    .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
-    .option('--out <file>', 'write the final artifact here instead of standard output')
-    .option('--json', 'print the result object as JSON on standard output')
-    .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
-)).action(async (file: string, flags) => {
+modelOptions(
+  topologyOptions(
+    program
+      .command('run')
+      .description('polish an artifact until its criteria pass or the cap is reached')
+      .argument('<file>', 'the artifact to polish, or - for standard input')
+      .option('--goal <text>', 'what the artifact must achieve (required)')
+      .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
+      .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
+      .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
+      .option('--out <file>', 'write the final artifact here instead of standard output')
+      .option('--json', 'print the result object as JSON on standard output')
+      .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
+  ),
+).action(async (file: string, flags) => {
   process.exitCode = await runCommand(file, flags);
 });
 
@@ -71,27 +89,34 @@ topologyOptions(
   process.exitCode = await demoCommand(flags);
 });
 
-modelOptions(program
-  .command('worker')
-  .description('keep a warm pool of single-use agent worker processes connected to NATS')
-  .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
-  .option('--pool <n>', 'warm worker processes per role (default 2)')
-  .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
-  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
-  .option('--credentials <file>', 'the credentials file of `polish nats-config`: the host and each role connect as their own users'))
-  .action(async (flags) => {
-    process.exitCode = await workerCommand(flags);
-  });
+modelOptions(
+  program
+    .command('worker')
+    .description('keep a warm pool of single-use agent worker processes connected to NATS')
+    .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
+    .option('--pool <n>', 'warm worker processes per role (default 2)')
+    .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+    .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
+    .option(
+      '--credentials <file>',
+      'the credentials file of `polish nats-config`: the host and each role connect as their own users',
+    ),
+).action(async (flags) => {
+  process.exitCode = await workerCommand(flags);
+});
 
 program
   .command('serve')
   .description('run a long-lived orchestrator: takes runs over NATS, persists every step, resumes after a restart')
   .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
   .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
-  .option('--id <name>', 'this orchestrator\'s name; it resumes the unfinished runs it owns (default: the hostname)')
+  .option('--id <name>', "this orchestrator's name; it resumes the unfinished runs it owns (default: the hostname)")
   .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
   .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
-  .option('--replicas <n>', 'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)')
+  .option(
+    '--replicas <n>',
+    'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)',
+  )
   .action(async (flags) => {
     process.exitCode = await serveCommand(flags);
   });
@@ -102,22 +127,33 @@ const controlOptions = (command: Command) =>
     .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
     .option('--json', 'print JSON');
 
-controlOptions(program.command('status').description('show one run, or every run').argument('[runId]')).action(async (runId: string | undefined, flags) => {
-  process.exitCode = await controlCommand('status', runId, flags);
-});
+controlOptions(program.command('status').description('show one run, or every run').argument('[runId]')).action(
+  async (runId: string | undefined, flags) => {
+    process.exitCode = await controlCommand('status', runId, flags);
+  },
+);
 controlOptions(program.command('list').description('list the runs the run service knows')).action(async (flags) => {
   process.exitCode = await controlCommand('list', undefined, flags);
 });
-controlOptions(program.command('cancel').description('cancel a run: it ends CANCELLED').argument('<runId>')).action(async (runId: string, flags) => {
-  process.exitCode = await controlCommand('cancel', runId, flags);
-});
-controlOptions(program.command('resume').description('continue an unfinished run (e.g. of an orchestrator that is gone) here').argument('<runId>')).action(
+controlOptions(program.command('cancel').description('cancel a run: it ends CANCELLED').argument('<runId>')).action(
   async (runId: string, flags) => {
-    process.exitCode = await controlCommand('resume', runId, flags);
+    process.exitCode = await controlCommand('cancel', runId, flags);
   },
 );
 controlOptions(
-  program.command('extend').description('give a run that reached its cap more iterations (criteria unchanged)').argument('<runId>').option('--cap <n>', 'the new cap, up to 8'),
+  program
+    .command('resume')
+    .description('continue an unfinished run (e.g. of an orchestrator that is gone) here')
+    .argument('<runId>'),
+).action(async (runId: string, flags) => {
+  process.exitCode = await controlCommand('resume', runId, flags);
+});
+controlOptions(
+  program
+    .command('extend')
+    .description('give a run that reached its cap more iterations (criteria unchanged)')
+    .argument('<runId>')
+    .option('--cap <n>', 'the new cap, up to 8'),
 ).action(async (runId: string, flags) => {
   process.exitCode = await controlCommand('extend', runId, flags);
 });
@@ -135,7 +171,9 @@ program
 
 program
   .command('nats-config')
-  .description('write a nats-server configuration with one user per role (allow-lists) and the credentials each process needs')
+  .description(
+    'write a nats-server configuration with one user per role (allow-lists) and the credentials each process needs',
+  )
   .option('--dir <folder>', 'where to write nats-server.conf and credentials.json')
   .option('--port <port>', 'client port (default 4222)')
   .option('--host <address>', 'address to listen on (default 127.0.0.1)')
@@ -144,7 +182,9 @@ program
     process.exitCode = natsConfigCommand(flags);
   });
 
-const policy = program.command('policy').description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');
+const policy = program
+  .command('policy')
+  .description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');
 policy
   .command('validate')
   .description('check a policy file; exit 0 valid, 2 invalid')
@@ -164,41 +204,56 @@ policy
 const collect = (value: string, previous: string[] = []) => [...previous, value];
 const parOptions = (command: Command) =>
   modelOptions(topologyOptions(command))
-    .option('--topic <name>', 'the task\'s topic: its files are .coord/par_<topic>.yml and .coord/par_<topic>_final.md')
+    .option('--topic <name>', "the task's topic: its files are .coord/par_<topic>.yml and .coord/par_<topic>_final.md")
     .option('--workspace <dir>', 'the project folder the agent works in (default: the current folder)')
     .option('--git', 'commit each cycle as `par(iter-N): <plan_summary>` (the workspace must be a git work tree)')
     .option('--json', 'print the outcome as JSON on standard output');
 
-const par = program.command('par').description('plan-act-reflect: one agent plans, acts and is critiqued until a policy says stop');
+const par = program
+  .command('par')
+  .description('plan-act-reflect: one agent plans, acts and is critiqued until a policy says stop');
 parOptions(
   par
     .command('run')
-    .description('start a task (or run a hand-written .coord/par_<topic>.yml); exit 0 pass, 3 checkpoint, 4 stop, 5 needs-human, 7 error')
+    .description(
+      'start a task (or run a hand-written .coord/par_<topic>.yml); exit 0 pass, 3 checkpoint, 4 stop, 5 needs-human, 7 error',
+    )
     .option('--goal <text>', 'what the task must achieve')
     .option('--acceptance <text>', 'an acceptance criterion (repeat for more): A1, A2, …', collect)
-    .option('--human-gate <text>', 'a criterion only a signed human approval can pass (repeat for more): H1, H2, …', collect)
+    .option(
+      '--human-gate <text>',
+      'a criterion only a signed human approval can pass (repeat for more): H1, H2, …',
+      collect,
+    )
     .option('--critique <source>', 'command, review, score or self (self is never enough for PASS)')
     .option('--command <shell>', 'command or score: the shell command run against the artifact in a temporary copy')
     .option('--threshold <number>', 'score: the lowest passing score (the last number the command prints)')
     .option('--critique-timeout <seconds>', 'command or score: how long the command may run (default 300)')
     .option('--policy <file>', 'the agent-policy-1 JSON file, relative to the workspace')
-    .option('--checkpoint <file>', `the task-checkpoint-1 file, relative to the workspace (default ${'.coord/task-checkpoint.json'})`),
+    .option(
+      '--checkpoint <file>',
+      `the task-checkpoint-1 file, relative to the workspace (default ${'.coord/task-checkpoint.json'})`,
+    ),
 ).action(async (flags) => {
   process.exitCode = await parRunCommand(flags);
 });
-parOptions(par.command('resume').description('continue a task from its checkpoint (after a checkpoint, a human decision or an override)')).action(async (flags) => {
+parOptions(
+  par
+    .command('resume')
+    .description('continue a task from its checkpoint (after a checkpoint, a human decision or an override)'),
+).action(async (flags) => {
   process.exitCode = await parResumeCommand(flags);
 });
 par
   .command('decide')
   .description('sign a human decision on a gate into the checkpoint (key from AGENT_COLLAB_HUMAN_KEYS_JSON)')
-  .option('--topic <name>', 'the task\'s topic')
+  .option('--topic <name>', "the task's topic")
   .option('--workspace <dir>', 'the project folder (default: the current folder)')
   .option('--gate <id>', 'the human-gate criterion, e.g. H1')
   .option('--approve', 'approve the pending action')
   .option('--decline', 'decline it: the policy stops the task')
   .option('--revise', 'ask for a revision: the policy stops the task for rework')
-  .option('--key-id <id>', 'your key id in the policy\'s key_hashes')
+  .option('--key-id <id>', "your key id in the policy's key_hashes")
   .option('--rationale <text>', 'why')
   .action((flags) => {
     process.exitCode = parDecideCommand(flags);

@@ -18,8 +18,22 @@ const specs = (resolved: ReturnType<typeof resolveModels>) =>
 
 describe('resolveModels: which model each role gets', () => {
   it.each([
-    ['nothing set: the default', {}, {}, { criteria: 'anthropic:claude-sonnet-4-5', evaluate: 'anthropic:claude-sonnet-4-5', revise: 'anthropic:claude-sonnet-4-5' }],
-    ['--model for all roles', { model: 'openai:gpt-4.1' }, {}, { criteria: 'openai:gpt-4.1', evaluate: 'openai:gpt-4.1', revise: 'openai:gpt-4.1' }],
+    [
+      'nothing set: the default',
+      {},
+      {},
+      {
+        criteria: 'anthropic:claude-sonnet-4-5',
+        evaluate: 'anthropic:claude-sonnet-4-5',
+        revise: 'anthropic:claude-sonnet-4-5',
+      },
+    ],
+    [
+      '--model for all roles',
+      { model: 'openai:gpt-4.1' },
+      {},
+      { criteria: 'openai:gpt-4.1', evaluate: 'openai:gpt-4.1', revise: 'openai:gpt-4.1' },
+    ],
     [
       'a role flag beats --model',
       { model: 'anthropic:claude-sonnet-4-5', evaluatorModel: 'openai:gpt-4.1' },
@@ -36,13 +50,21 @@ describe('resolveModels: which model each role gets', () => {
       'flags beat the environment',
       { model: 'ollama:llama3.1' },
       { POLISH_EVALUATOR_MODEL: 'openai:gpt-4.1' },
-      { criteria: 'openai:llama3.1@http://127.0.0.1:11434/v1', evaluate: 'openai:llama3.1@http://127.0.0.1:11434/v1', revise: 'openai:llama3.1@http://127.0.0.1:11434/v1' },
+      {
+        criteria: 'openai:llama3.1@http://127.0.0.1:11434/v1',
+        evaluate: 'openai:llama3.1@http://127.0.0.1:11434/v1',
+        revise: 'openai:llama3.1@http://127.0.0.1:11434/v1',
+      },
     ],
     [
       'the config file, role key first',
       { config },
       {},
-      { criteria: 'openai:config-model@http://127.0.0.1:9/v1', evaluate: 'openai:config-evaluator@http://127.0.0.1:11434/v1', revise: 'openai:config-model@http://127.0.0.1:9/v1' },
+      {
+        criteria: 'openai:config-model@http://127.0.0.1:9/v1',
+        evaluate: 'openai:config-evaluator@http://127.0.0.1:11434/v1',
+        revise: 'openai:config-model@http://127.0.0.1:9/v1',
+      },
     ],
     [
       'the environment beats the config file',

@@ -1,7 +1,14 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { keyVariableFor, loadScriptFile, missingKeyMessage, parseModelSpec, formatModelSettings, type ModelSettings } from '@polish/agents';
+import {
+  keyVariableFor,
+  loadScriptFile,
+  missingKeyMessage,
+  parseModelSpec,
+  formatModelSettings,
+  type ModelSettings,
+} from '@polish/agents';
 import { PolishError, PriceTableSchema, type PriceTable, type Role, type TaskRole } from '@polish/protocol';
 import { InputError } from './input-error.js';
 import { DEFAULT_PRICES } from './default-prices.js';
@@ -49,7 +56,10 @@ export interface ResolvedModels {
 export const POLISH_ROLES: readonly Role[] = ['criteria', 'evaluate', 'revise'];
 
 /** Roles that call a model, and where each one's own setting is read from. */
-const ROLE_SOURCES: Record<Exclude<TaskRole, 'par.command'>, { flag: keyof ModelFlags; env: string; config: keyof ConfigFile }> = {
+const ROLE_SOURCES: Record<
+  Exclude<TaskRole, 'par.command'>,
+  { flag: keyof ModelFlags; env: string; config: keyof ConfigFile }
+> = {
   criteria: { flag: 'criteriaModel', env: 'POLISH_CRITERIA_MODEL', config: 'criteria_model' },
   evaluate: { flag: 'evaluatorModel', env: 'POLISH_EVALUATOR_MODEL', config: 'evaluator_model' },
   revise: { flag: 'reviserModel', env: 'POLISH_REVISER_MODEL', config: 'reviser_model' },
@@ -76,9 +86,11 @@ function readConfig(path: string | undefined): ConfigFile {
 
 function generalFlag(flags: ModelFlags): string | undefined {
   if (flags.model) return flags.model;
-  if (flags.provider && flags.provider !== 'scripted') throw new InputError('provider', `unknown provider "${flags.provider}": use --model provider:model`);
+  if (flags.provider && flags.provider !== 'scripted')
+    throw new InputError('provider', `unknown provider "${flags.provider}": use --model provider:model`);
   if (flags.script) return `scripted:${flags.script}`;
-  if (flags.provider === 'scripted') throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
+  if (flags.provider === 'scripted')
+    throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
   return undefined;
 }
 
@@ -88,7 +100,11 @@ function generalFlag(flags: ModelFlags): string | undefined {
  * its own config key (`evaluator_model`), the config's `model`, then the default. Scripts are
  * loaded and keys checked here, so nothing starts with a model that cannot work.
  */
-export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv = process.env, roles: readonly TaskRole[] = POLISH_ROLES): ResolvedModels {
+export function resolveModels(
+  flags: ModelFlags,
+  environment: NodeJS.ProcessEnv = process.env,
+  roles: readonly TaskRole[] = POLISH_ROLES,
+): ResolvedModels {
   const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
   const extra = {
     ...(config.max_tokens === undefined ? {} : { maxTokens: config.max_tokens }),
@@ -120,7 +136,11 @@ export function resolveModels(flags: ModelFlags, environment: NodeJS.ProcessEnv 
   return { byRole, prices: { ...DEFAULT_PRICES, ...config.prices } };
 }
 
-function checkUsable(settings: ModelSettings, byRole: Partial<Record<TaskRole, ModelSettings>>, environment: NodeJS.ProcessEnv): void {
+function checkUsable(
+  settings: ModelSettings,
+  byRole: Partial<Record<TaskRole, ModelSettings>>,
+  environment: NodeJS.ProcessEnv,
+): void {
   if (settings.provider === 'none') return;
   if (settings.provider === 'scripted') {
     try {
@@ -133,13 +153,21 @@ function checkUsable(settings: ModelSettings, byRole: Partial<Record<TaskRole, M
   }
   const variable = keyVariableFor(settings);
   if (variable && !environment[variable]) {
-    const roles = (Object.entries(byRole) as [TaskRole, ModelSettings][]).filter(([, other]) => formatModelSettings(other) === formatModelSettings(settings)).map(([role]) => role);
-    throw new InputError(variable, missingKeyMessage(variable, `${formatModelSettings(settings)} (used by ${roles.join(', ')})`));
+    const roles = (Object.entries(byRole) as [TaskRole, ModelSettings][])
+      .filter(([, other]) => formatModelSettings(other) === formatModelSettings(settings))
+      .map(([role]) => role);
+    throw new InputError(
+      variable,
+      missingKeyMessage(variable, `${formatModelSettings(settings)} (used by ${roles.join(', ')})`),
+    );
   }
 }
 
 /** The price table alone (defaults, then the config file's `prices:`), for runs whose workers are elsewhere. */
-export function resolvePrices(flags: Pick<ModelFlags, 'config'>, environment: NodeJS.ProcessEnv = process.env): PriceTable {
+export function resolvePrices(
+  flags: Pick<ModelFlags, 'config'>,
+  environment: NodeJS.ProcessEnv = process.env,
+): PriceTable {
   return { ...DEFAULT_PRICES, ...readConfig(flags.config ?? environment.POLISH_CONFIG).prices };
 }
 
@@ -151,5 +179,8 @@ export function describeModels(byRole: Partial<Record<TaskRole, ModelSettings>>)
     const key = formatModelSettings(settings);
     roles.set(key, [...(roles.get(key) ?? []), role]);
   }
-  return [...roles].map(([model, users]) => `${users.join(', ')}: ${model}${model.startsWith('scripted:') ? ' (SCRIPTED, not an LLM)' : ''}`);
+  return [...roles].map(
+    ([model, users]) =>
+      `${users.join(', ')}: ${model}${model.startsWith('scripted:') ? ' (SCRIPTED, not an LLM)' : ''}`,
+  );
 }

@@ -13,9 +13,18 @@ import { InputError } from './input-error.js';
 export const PRINCIPALS = ['orchestrator', 'inspector', 'client', 'host', ...TaskRoleSchema.options] as const;
 export type Principal = (typeof PRINCIPALS)[number];
 
-const CredentialSchema = z.strictObject({ user: z.string().min(1), password: z.string().min(16), inboxPrefix: z.string().regex(/^_INBOX_[a-z_]+$/) });
+const CredentialSchema = z.strictObject({
+  user: z.string().min(1),
+  password: z.string().min(16),
+  inboxPrefix: z.string().regex(/^_INBOX_[a-z_]+$/),
+});
 export type NatsCredential = z.infer<typeof CredentialSchema>;
-export const CredentialsSchema = z.strictObject(Object.fromEntries(PRINCIPALS.map((principal) => [principal, CredentialSchema])) as Record<Principal, typeof CredentialSchema>);
+export const CredentialsSchema = z.strictObject(
+  Object.fromEntries(PRINCIPALS.map((principal) => [principal, CredentialSchema])) as Record<
+    Principal,
+    typeof CredentialSchema
+  >,
+);
 export type NatsCredentials = z.infer<typeof CredentialsSchema>;
 
 /** Each principal's own inbox prefix: replies to it land where no other user may subscribe. */
@@ -24,7 +33,10 @@ export const inboxPrefixOf = (principal: Principal) => `_INBOX_${principal.repla
 /** Fresh random passwords for every principal. */
 export function generateCredentials(): NatsCredentials {
   return Object.fromEntries(
-    PRINCIPALS.map((principal) => [principal, { user: principal, password: randomBytes(24).toString('base64url'), inboxPrefix: inboxPrefixOf(principal) }]),
+    PRINCIPALS.map((principal) => [
+      principal,
+      { user: principal, password: randomBytes(24).toString('base64url'), inboxPrefix: inboxPrefixOf(principal) },
+    ]),
   ) as NatsCredentials;
 }
 
@@ -69,7 +81,11 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
       };
     case 'client':
       // Submits and controls runs through the run service, and follows their events.
-      return { publish: [inbox, `${root}.run.>`, '$SRV.>'], subscribe: [inbox, `${root}.events.>`], allowResponses: false };
+      return {
+        publish: [inbox, `${root}.run.>`, '$SRV.>'],
+        subscribe: [inbox, `${root}.events.>`],
+        allowResponses: false,
+      };
     case 'orchestrator':
       return {
         publish: [
@@ -110,7 +126,10 @@ export function renderAuthorization(credentials: NatsCredentials, prefix = DEFAU
 }
 
 /** A whole nats-server configuration: JetStream, 8 MB messages, and the users. */
-export function renderServerConfig(credentials: NatsCredentials, options: { prefix?: string; storeDir?: string; port?: number; host?: string } = {}): string {
+export function renderServerConfig(
+  credentials: NatsCredentials,
+  options: { prefix?: string; storeDir?: string; port?: number; host?: string } = {},
+): string {
   return [
     '# polish: one NATS user per role, allow-lists only (written by `polish nats-config`).',
     `listen: ${quote(`${options.host ?? '127.0.0.1'}:${options.port ?? 4222}`)}`,
@@ -125,16 +144,27 @@ export function renderServerConfig(credentials: NatsCredentials, options: { pref
 }
 
 /** A principal's NATS connection options: its user and its own inbox prefix. */
-export const authOf = (credential: NatsCredential) => ({ user: credential.user, pass: credential.password, inboxPrefix: credential.inboxPrefix });
+export const authOf = (credential: NatsCredential) => ({
+  user: credential.user,
+  pass: credential.password,
+  inboxPrefix: credential.inboxPrefix,
+});
 
 /** The connection options of a principal, or none when the server enforces no users. */
-export function connectOptionsOf(credential: NatsCredential | undefined): { user?: string; pass?: string; inboxPrefix?: string } {
+export function connectOptionsOf(credential: NatsCredential | undefined): {
+  user?: string;
+  pass?: string;
+  inboxPrefix?: string;
+} {
   return credential ? authOf(credential) : {};
 }
 
 /** What an agent host needs: its own user, and each role's for its workers. */
 export function hostAuthOf(credentials: NatsCredentials, roles: readonly TaskRole[]) {
-  return { host: authOf(credentials.host), roles: Object.fromEntries(roles.map((role) => [role, authOf(credentials[role])])) };
+  return {
+    host: authOf(credentials.host),
+    roles: Object.fromEntries(roles.map((role) => [role, authOf(credentials[role])])),
+  };
 }
 
 /** Reads a credentials file written by `polish nats-config` (`--credentials`, or `POLISH_NATS_CREDENTIALS`). */
@@ -147,7 +177,11 @@ export function readCredentials(path: string | undefined): NatsCredentials | und
     throw new InputError('credentials', `cannot read ${path}: ${(error as Error).message}`);
   }
   const parsed = CredentialsSchema.safeParse(document);
-  if (!parsed.success) throw new InputError('credentials', `${path} is not a polish credentials file (write one with \`polish nats-config\`)`);
+  if (!parsed.success)
+    throw new InputError(
+      'credentials',
+      `${path} is not a polish credentials file (write one with \`polish nats-config\`)`,
+    );
   return parsed.data;
 }
 

@@ -13,7 +13,9 @@ export function describeUsage(usage: Usage): string {
 export function describeCost(cost: Cost | undefined): string {
   if (!cost) return '';
   if (cost.total === null) {
-    const unpriced = Object.entries(cost.by_model).filter(([, dollars]) => dollars === null).map(([model]) => model);
+    const unpriced = Object.entries(cost.by_model)
+      .filter(([, dollars]) => dollars === null)
+      .map(([model]) => model);
     return `; no cost estimate: no price for ${unpriced.join(', ')} (add it under prices: in a config file)`;
   }
   return `; estimated cost $${cost.total.toFixed(4)}`;
@@ -54,11 +56,15 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         for (const gap of event.blocking_gaps) write(`  gap ${gap}`);
         break;
       case 'iteration.finished':
-        write(`iteration ${event.iteration}: ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls`);
+        write(
+          `iteration ${event.iteration}: ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls`,
+        );
         break;
       case 'run.finished':
         write(`polish: ${event.status} after ${event.iterations} iteration${event.iterations === 1 ? '' : 's'}`);
-        write(`polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`);
+        write(
+          `polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`,
+        );
         break;
       case 'state.entered':
         break;

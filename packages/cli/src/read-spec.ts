@@ -47,7 +47,8 @@ function parseCap(raw: string | undefined): number | undefined {
 
 /** Reads the artifact and flags into a validated run spec, or throws an InputError naming the field. */
 export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
-  if (flags.goal === undefined || flags.goal.trim() === '') throw new InputError('goal', 'required: pass --goal "what the artifact must achieve"');
+  if (flags.goal === undefined || flags.goal.trim() === '')
+    throw new InputError('goal', 'required: pass --goal "what the artifact must achieve"');
   const cap = parseCap(flags.cap);
   const criteria = flags.criteria === undefined ? undefined : readCriteria(flags.criteria);
   const artifact = readText('artifact', artifactPath);

@@ -52,7 +52,11 @@ export function defaultStateDir(): string {
 
 async function connectTo(url: string, credentials: NatsCredentials | undefined): Promise<NatsConnection> {
   try {
-    return await connect({ servers: natsServers(url), name: `polish-orchestrator-${process.pid}`, ...connectOptionsOf(credentials?.orchestrator) });
+    return await connect({
+      servers: natsServers(url),
+      name: `polish-orchestrator-${process.pid}`,
+      ...connectOptionsOf(credentials?.orchestrator),
+    });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
   }

@@ -15,7 +15,10 @@ export function checkWritable(path: string): void {
   try {
     accessSync(dirname(path), constants.W_OK);
   } catch (error) {
-    throw new InputError('out', `cannot write in ${dirname(path)} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
+    throw new InputError(
+      'out',
+      `cannot write in ${dirname(path)} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
+    );
   }
 }
 

@@ -23,15 +23,19 @@ function eventLabel(type: string): string {
 export function machineGraph(machine: AnyStateMachine): MachineGraph {
   const root = machine.root;
   const edges: MachineGraph['edges'] = [];
-  const targets = (transition: { target?: readonly { key: string }[] | undefined }) => (transition.target ?? []).map((node) => node.key);
+  const targets = (transition: { target?: readonly { key: string }[] | undefined }) =>
+    (transition.target ?? []).map((node) => node.key);
   for (const [type, transitions] of root.transitions) {
-    for (const transition of transitions) for (const to of targets(transition)) edges.push({ from: '*', to, event: eventLabel(type) });
+    for (const transition of transitions)
+      for (const to of targets(transition)) edges.push({ from: '*', to, event: eventLabel(type) });
   }
   for (const node of Object.values(root.states)) {
     for (const [type, transitions] of node.transitions) {
-      for (const transition of transitions) for (const to of targets(transition)) edges.push({ from: node.key, to, event: eventLabel(type) });
+      for (const transition of transitions)
+        for (const to of targets(transition)) edges.push({ from: node.key, to, event: eventLabel(type) });
     }
-    for (const transition of node.always ?? []) for (const to of targets(transition)) edges.push({ from: node.key, to, event: 'always' });
+    for (const transition of node.always ?? [])
+      for (const to of targets(transition)) edges.push({ from: node.key, to, event: 'always' });
   }
   const unique = new Map(edges.map((edge) => [`${edge.from}→${edge.to}:${edge.event}`, edge]));
   return {
@@ -107,11 +111,13 @@ export interface RunSummaryView {
 /** Line diff, bounded: versions too different to diff cheaply are shown whole instead. */
 function diff(before: string, after: string): DiffPart[] {
   const parts = diffLines(before, after, { maxEditLength: 4000 });
-  if (!parts) return [{ kind: 'same', text: `(too many changes to show line by line: the whole version follows)\n${after}` }];
+  if (!parts)
+    return [{ kind: 'same', text: `(too many changes to show line by line: the whole version follows)\n${after}` }];
   return parts.map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
 }
 
-const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' => (events.some((event) => event.type === 'par.started') ? 'par' : 'polish');
+const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' =>
+  events.some((event) => event.type === 'par.started') ? 'par' : 'polish';
 
 /** The short summary of a run for the list. */
 export function summarizeRun(runId: string, events: readonly RunEvent[]): RunSummaryView {
@@ -128,7 +134,16 @@ export function summarizeRun(runId: string, events: readonly RunEvent[]): RunSum
     if (event.type === 'par.started') title = `PAR ${event.topic}`;
     if (event.type === 'criteria.locked' && title === runId) title = `polish ${runId.slice(0, 8)}`;
   }
-  return { runId, kind: kindOf(events), title, status, iteration, state, started_at: events[0]?.at ?? null, events: events.length };
+  return {
+    runId,
+    kind: kindOf(events),
+    title,
+    status,
+    iteration,
+    state,
+    started_at: events[0]?.at ?? null,
+    events: events.length,
+  };
 }
 
 /** Builds the page's view of a run from its events, in order. Pure: replaying a prefix gives the run as it was then. */
@@ -186,10 +201,20 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           const previous = view.versions.at(-1);
           if (typeof artifact === 'string') {
             const base = previous && !previous.omitted ? previous.text : undefined;
-            view.versions.push({ label: `iteration ${event.iteration}`, text: artifact, diff: base === undefined ? [] : diff(base, artifact), omitted: false });
+            view.versions.push({
+              label: `iteration ${event.iteration}`,
+              text: artifact,
+              diff: base === undefined ? [] : diff(base, artifact),
+              omitted: false,
+            });
           } else {
             // Left out of the event (too large, or stored by reference): say so rather than diff against the wrong base.
-            view.versions.push({ label: `iteration ${event.iteration}`, text: `(this version, ${event.payload_bytes ?? '?'} bytes, is not kept in the events)`, diff: [], omitted: true });
+            view.versions.push({
+              label: `iteration ${event.iteration}`,
+              text: `(this version, ${event.payload_bytes ?? '?'} bytes, is not kept in the events)`,
+              diff: [],
+              omitted: true,
+            });
           }
         }
         break;
@@ -210,26 +235,55 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           open.delete(`${event.role}:${event.iteration}`);
         }
         if (event.role === 'evaluate') {
-          const scores = (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)?.scores ?? [];
-          view.grid.push({ iteration: event.iteration, cells: Object.fromEntries(scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }])) });
+          const scores =
+            (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)
+              ?.scores ?? [];
+          view.grid.push({
+            iteration: event.iteration,
+            cells: Object.fromEntries(
+              scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }]),
+            ),
+          });
         }
         if (event.role === 'par.review') {
-          const results = (event.result as { results?: { id: string; passed: boolean; evidence: string }[] } | undefined)?.results;
+          const results = (
+            event.result as { results?: { id: string; passed: boolean; evidence: string }[] } | undefined
+          )?.results;
           if (results) reviews.set(event.iteration, results);
         }
         if (event.role === 'par.act') {
-          const before = ((entry?.payload as { artifact?: Record<string, string> } | null)?.artifact ?? {}) as Record<string, string>;
-          const changes = (event.result as { changes?: { path: string; content: string }[] } | undefined)?.changes ?? [];
+          const before = ((entry?.payload as { artifact?: Record<string, string> } | null)?.artifact ?? {}) as Record<
+            string,
+            string
+          >;
+          const changes =
+            (event.result as { changes?: { path: string; content: string }[] } | undefined)?.changes ?? [];
           for (const change of changes) {
-            view.versions.push({ label: `cycle ${event.iteration}: ${change.path}`, text: change.content, diff: diff(before[change.path] ?? '', change.content), omitted: false });
+            view.versions.push({
+              label: `cycle ${event.iteration}: ${change.path}`,
+              text: change.content,
+              diff: diff(before[change.path] ?? '', change.content),
+              omitted: false,
+            });
           }
         }
         break;
       }
       case 'par.started':
-        view.par = { topic: event.topic, goal: event.goal, critique: event.critique_source.kind, cycles: [], decisions: [] };
-        view.criteria = event.acceptance_criteria.map((criterion) => ({ id: criterion.id, text: `${criterion.text}${criterion.human_gate ? ' (human gate)' : ''}` }));
-        gates = new Set(event.acceptance_criteria.filter((criterion) => criterion.human_gate).map((criterion) => criterion.id));
+        view.par = {
+          topic: event.topic,
+          goal: event.goal,
+          critique: event.critique_source.kind,
+          cycles: [],
+          decisions: [],
+        };
+        view.criteria = event.acceptance_criteria.map((criterion) => ({
+          id: criterion.id,
+          text: `${criterion.text}${criterion.human_gate ? ' (human gate)' : ''}`,
+        }));
+        gates = new Set(
+          event.acceptance_criteria.filter((criterion) => criterion.human_gate).map((criterion) => criterion.id),
+        );
         break;
       case 'par.cycle': {
         view.par?.cycles.push(event.record);
@@ -240,7 +294,14 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           iteration: event.record.cycle,
           cells: Object.fromEntries(
             view.criteria.map((criterion) => {
-              if (gates.has(criterion.id)) return [criterion.id, { pass: event.record.verdict === 'pass', gap: event.record.verdict === 'pass' ? null : 'a human decides this gate' }];
+              if (gates.has(criterion.id))
+                return [
+                  criterion.id,
+                  {
+                    pass: event.record.verdict === 'pass',
+                    gap: event.record.verdict === 'pass' ? null : 'a human decides this gate',
+                  },
+                ];
               const judged = review?.find((result) => result.id === criterion.id);
               if (judged) return [criterion.id, { pass: judged.passed, gap: judged.passed ? null : judged.evidence }];
               return [criterion.id, { pass: accepted, gap: accepted ? null : event.record.critique }];
@@ -253,10 +314,18 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
         view.par?.decisions.push(event.decision);
         break;
       case 'run.finished':
-        view.final = { status: event.status, reason: null, detail: { iterations: event.iterations, usage: event.usage, ...(event.cost ? { cost: event.cost } : {}) } };
+        view.final = {
+          status: event.status,
+          reason: null,
+          detail: { iterations: event.iterations, usage: event.usage, ...(event.cost ? { cost: event.cost } : {}) },
+        };
         break;
       case 'par.finished':
-        view.final = { status: event.final_status.toUpperCase(), reason: event.reason, detail: { cycles: event.cycles } };
+        view.final = {
+          status: event.final_status.toUpperCase(),
+          reason: event.reason,
+          detail: { cycles: event.cycles },
+        };
         break;
       default:
         break;

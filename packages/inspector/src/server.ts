@@ -33,10 +33,15 @@ export interface Inspector {
 
 const STATIC = new URL('../static/', import.meta.url);
 const FILES: Record<string, string> = { '/': 'index.html', '/app.js': 'app.js', '/app.css': 'app.css' };
-const TYPES: Record<string, string> = { html: 'text/html; charset=utf-8', js: 'text/javascript; charset=utf-8', css: 'text/css; charset=utf-8' };
+const TYPES: Record<string, string> = {
+  html: 'text/html; charset=utf-8',
+  js: 'text/javascript; charset=utf-8',
+  css: 'text/css; charset=utf-8',
+};
 // Nothing on the page may load from or talk to anything but this server, and no inline script runs.
 const SECURITY_HEADERS = {
-  'content-security-policy': "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
+  'content-security-policy':
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; img-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
   'x-content-type-options': 'nosniff',
   'referrer-policy': 'no-referrer',
   'cache-control': 'no-store',
@@ -51,15 +56,26 @@ const GRAPHS = { polish: machineGraph(polishMachine), par: machineGraph(parMachi
 export async function startInspector(options: InspectorOptions): Promise<Inspector> {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const log = options.log ?? (() => undefined);
-  const connection: NatsConnection = await connect({ servers: natsServers(options.natsUrl), name: `polish-inspector-${process.pid}`, ...options.auth });
+  const connection: NatsConnection = await connect({
+    servers: natsServers(options.natsUrl),
+    name: `polish-inspector-${process.pid}`,
+    ...options.auth,
+  });
   const runs = new Map<string, RunEvent[]>();
   const listeners = new Set<ServerResponse>();
   const viewerWaiters = new Set<() => void>();
   const subjects = `${prefix}.v${PROTOCOL_VERSION}.events.>`;
   const loopbackOnly = !options.host || ['127.0.0.1', 'localhost', '::1'].includes(options.host);
-  const allowedHosts = new Set(['127.0.0.1', 'localhost', '[::1]', ...(options.host && options.host !== '0.0.0.0' && options.host !== '::' ? [options.host] : [])]);
+  const allowedHosts = new Set([
+    '127.0.0.1',
+    'localhost',
+    '[::1]',
+    ...(options.host && options.host !== '0.0.0.0' && options.host !== '::' ? [options.host] : []),
+  ]);
   if (options.host && !['127.0.0.1', 'localhost', '::1'].includes(options.host)) {
-    log(`polish: warning: the inspector binds ${options.host}: anyone who reaches it sees every run's artifacts and messages (there is no login)`);
+    log(
+      `polish: warning: the inspector binds ${options.host}: anyone who reaches it sees every run's artifacts and messages (there is no login)`,
+    );
   }
   const streamName = storeNames(prefix).events;
 
@@ -79,7 +95,8 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     for (const listener of listeners) listener.write(line);
   };
 
-  let messages: Awaited<ReturnType<Awaited<ReturnType<ReturnType<typeof jetstream>['consumers']['get']>>['consume']>> | undefined;
+  let messages:
+    Awaited<ReturnType<Awaited<ReturnType<ReturnType<typeof jetstream>['consumers']['get']>>['consume']>> | undefined;
   let following: Promise<void> = Promise.resolve();
   const server = createServer((request, response) => {
     try {
@@ -96,7 +113,13 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
       await manager.streams.info(streamName);
     } catch {
       // Events carry payloads: bounded, a week and 1 GB at most.
-      await manager.streams.add({ name: streamName, subjects: [subjects], duplicate_window: 10 * 60 * 1_000_000_000, max_age: 7 * 24 * 3600 * 1_000_000_000, max_bytes: 1024 ** 3 });
+      await manager.streams.add({
+        name: streamName,
+        subjects: [subjects],
+        duplicate_window: 10 * 60 * 1_000_000_000,
+        max_age: 7 * 24 * 3600 * 1_000_000_000,
+        max_bytes: 1024 ** 3,
+      });
     }
     // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
     const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });
@@ -113,7 +136,11 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     messages?.stop();
     await connection.close().catch(() => undefined);
     const code = (error as NodeJS.ErrnoException).code;
-    throw new Error(code === 'EADDRINUSE' ? `port ${options.port ?? 4800} is in use (another inspector?): choose another, or 0 for a free one` : (error as Error).message);
+    throw new Error(
+      code === 'EADDRINUSE'
+        ? `port ${options.port ?? 4800} is in use (another inspector?): choose another, or 0 for a free one`
+        : (error as Error).message,
+    );
   }
 
   // The whole view of a run is built once per new event, not once per request.
@@ -138,12 +165,16 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     const hostHeader = (request.headers.host ?? '').replace(/:\d+$/, '');
     // IP literals cannot be rebound; names other than the loopback ones (and the bound one) are refused.
     const ipLiteral = /^(\d{1,3}\.){3}\d{1,3}$|^\[[0-9a-f:.]+\]$/i.test(hostHeader);
-    if (!allowedHosts.has(hostHeader) && !(ipLiteral && !loopbackOnly)) return send(response, 403, '{"error":"forbidden host"}');
+    if (!allowedHosts.has(hostHeader) && !(ipLiteral && !loopbackOnly))
+      return send(response, 403, '{"error":"forbidden host"}');
     if (request.method !== 'GET') return send(response, 405, '{"error":"method not allowed"}');
     const file = FILES[url.pathname];
-    if (file) return send(response, 200, readFileSync(new URL(file, STATIC), 'utf8'), TYPES[file.split('.').at(-1) ?? 'html']);
+    if (file)
+      return send(response, 200, readFileSync(new URL(file, STATIC), 'utf8'), TYPES[file.split('.').at(-1) ?? 'html']);
     if (url.pathname === '/api/runs') {
-      const list = [...runs].map(([runId, events]) => summarizeRun(runId, events)).sort((a, b) => (b.started_at ?? 0) - (a.started_at ?? 0));
+      const list = [...runs]
+        .map(([runId, events]) => summarizeRun(runId, events))
+        .sort((a, b) => (b.started_at ?? 0) - (a.started_at ?? 0));
       return send(response, 200, JSON.stringify(list));
     }
     const run = /^\/api\/runs\/([^/]+)(?:\/messages\/(\d+))?$/.exec(url.pathname);
@@ -157,9 +188,20 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
         // One message in full, fetched when clicked: the view itself carries no payloads.
         const entry = view.timeline[Number(run[2])];
         if (!entry) return send(response, 404, '{"error":"no such message"}');
-        return send(response, 200, JSON.stringify({ payload: entry.payload, result: entry.result, usage: entry.usage }));
+        return send(
+          response,
+          200,
+          JSON.stringify({ payload: entry.payload, result: entry.result, usage: entry.usage }),
+        );
       }
-      return send(response, 200, JSON.stringify({ ...view, timeline: view.timeline.map(({ payload: _payload, result: _result, ...rest }) => rest) }));
+      return send(
+        response,
+        200,
+        JSON.stringify({
+          ...view,
+          timeline: view.timeline.map(({ payload: _payload, result: _result, ...rest }) => rest),
+        }),
+      );
     }
     const machine = /^\/api\/machines\/(polish|par)$/.exec(url.pathname);
     if (machine) return send(response, 200, JSON.stringify(GRAPHS[machine[1] as 'polish' | 'par']));

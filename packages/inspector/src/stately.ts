@@ -18,7 +18,11 @@ export function inspectSubject(runId: string, prefix = DEFAULT_SUBJECT_PREFIX): 
  * @statelyai/inspect format (`@xstate.actor`, `@xstate.event`, `@xstate.snapshot`), on
  * `polish.v1.inspect.<runId>`: any tool that speaks that format can follow the run from NATS.
  */
-export function createNatsStatelyInspector(connection: NatsConnection, runId: string, prefix = DEFAULT_SUBJECT_PREFIX): InspectObserver {
+export function createNatsStatelyInspector(
+  connection: NatsConnection,
+  runId: string,
+  prefix = DEFAULT_SUBJECT_PREFIX,
+): InspectObserver {
   const subject = inspectSubject(runId, prefix);
   return createInspector({
     // @statelyai/inspect sends later (on an idle timer): by then the run may be over and its

@@ -31,8 +31,18 @@ async function refreshRuns() {
   const list = $('runs');
   list.replaceChildren(
     ...runs.map((run) => {
-      const item = el('li', { 'data-run-id': run.runId, 'data-status': run.status, class: run.runId === page.runId ? 'selected' : '' }, run.title);
-      item.append(el('small', {}, `${run.status} · ${run.kind === 'par' ? 'cycle' : 'iteration'} ${run.iteration}${run.state ? ` · ${run.state}` : ''}`));
+      const item = el(
+        'li',
+        { 'data-run-id': run.runId, 'data-status': run.status, class: run.runId === page.runId ? 'selected' : '' },
+        run.title,
+      );
+      item.append(
+        el(
+          'small',
+          {},
+          `${run.status} · ${run.kind === 'par' ? 'cycle' : 'iteration'} ${run.iteration}${run.state ? ` · ${run.state}` : ''}`,
+        ),
+      );
       item.addEventListener('click', () => selectRun(run.runId));
       return item;
     }),
@@ -93,11 +103,24 @@ function renderStatechart(view) {
   const gapX = 40;
   const gapY = 50;
   const top = 80; // room for the arcs between states of the first row
-  const position = new Map(graph.states.map((state, index) => [state.key, { x: 20 + (index % columns) * (width + gapX), y: top + Math.floor(index / columns) * (height + gapY) }]));
+  const position = new Map(
+    graph.states.map((state, index) => [
+      state.key,
+      { x: 20 + (index % columns) * (width + gapX), y: top + Math.floor(index / columns) * (height + gapY) },
+    ]),
+  );
   const rows = Math.ceil(graph.states.length / columns);
   chart.setAttribute('viewBox', `0 0 ${20 + columns * (width + gapX)} ${top + 20 + rows * (height + gapY)}`);
   const defs = svg('defs');
-  const marker = svg('marker', { id: 'arrow', viewBox: '0 0 10 10', refX: '10', refY: '5', markerWidth: '6', markerHeight: '6', orient: 'auto-start-reverse' });
+  const marker = svg('marker', {
+    id: 'arrow',
+    viewBox: '0 0 10 10',
+    refX: '10',
+    refY: '5',
+    markerWidth: '6',
+    markerHeight: '6',
+    orient: 'auto-start-reverse',
+  });
   marker.append(svg('path', { d: 'M 0 0 L 10 5 L 0 10 z', fill: '#8a93a6' }));
   defs.append(marker);
   const taken = takenEdges(graph, view.taken);
@@ -130,8 +153,17 @@ function renderStatechart(view) {
     });
   const states = graph.states.map((state) => {
     const { x, y } = position.get(state.key);
-    const classes = ['state', state.final ? 'final' : '', view.visited.includes(state.key) ? 'visited' : '', view.state === state.key ? 'active' : ''];
-    const group = svg('g', { class: classes.filter(Boolean).join(' '), 'data-state': state.key, 'data-active': String(view.state === state.key) });
+    const classes = [
+      'state',
+      state.final ? 'final' : '',
+      view.visited.includes(state.key) ? 'visited' : '',
+      view.state === state.key ? 'active' : '',
+    ];
+    const group = svg('g', {
+      class: classes.filter(Boolean).join(' '),
+      'data-state': state.key,
+      'data-active': String(view.state === state.key),
+    });
     group.append(svg('rect', { x, y, width, height }), svg('text', { x: x + width / 2, y: y + height / 2 }, state.key));
     return group;
   });
@@ -148,7 +180,11 @@ function renderStatechart(view) {
 function takenEdges(graph, steps) {
   const out = new Map();
   for (const edge of graph.edges) if (edge.from !== '*') out.set(edge.from, [...(out.get(edge.from) ?? []), edge.to]);
-  const transient = new Set(graph.states.map((state) => state.key).filter((key) => graph.edges.filter((edge) => edge.from === key).every((edge) => edge.event === 'always')));
+  const transient = new Set(
+    graph.states
+      .map((state) => state.key)
+      .filter((key) => graph.edges.filter((edge) => edge.from === key).every((edge) => edge.event === 'always')),
+  );
   const taken = new Set();
   for (const step of steps) {
     const queue = [[step.from]];
@@ -173,13 +209,24 @@ function takenEdges(graph, steps) {
 function renderGrid(view) {
   const table = $('grid');
   const head = el('tr');
-  head.append(el('th', {}, 'criterion'), ...view.grid.map((column) => el('th', {}, `${view.kind === 'par' ? 'cycle' : 'iteration'} ${column.iteration}`)));
+  head.append(
+    el('th', {}, 'criterion'),
+    ...view.grid.map((column) => el('th', {}, `${view.kind === 'par' ? 'cycle' : 'iteration'} ${column.iteration}`)),
+  );
   const rows = view.criteria.map((criterion) => {
     const row = el('tr', { 'data-criterion': criterion.id });
     row.append(el('td', { title: criterion.text }, `${criterion.id}: ${criterion.text}`));
     for (const column of view.grid) {
       const cell = column.cells[criterion.id];
-      row.append(cell ? el('td', { class: cell.pass ? 'pass' : 'fail', title: cell.gap ?? 'passes', 'data-iteration': column.iteration }, cell.pass ? 'pass' : 'fail') : el('td', {}, ''));
+      row.append(
+        cell
+          ? el(
+              'td',
+              { class: cell.pass ? 'pass' : 'fail', title: cell.gap ?? 'passes', 'data-iteration': column.iteration },
+              cell.pass ? 'pass' : 'fail',
+            )
+          : el('td', {}, ''),
+      );
     }
     return row;
   });
@@ -192,7 +239,11 @@ function renderVersions(view) {
   if (page.version === null || page.version >= versions.length || page.followLatest) page.version = versions.length - 1;
   tabs.replaceChildren(
     ...versions.map((version, index) => {
-      const button = el('button', { type: 'button', class: index === page.version ? 'selected' : '', 'data-version': index }, version.label);
+      const button = el(
+        'button',
+        { type: 'button', class: index === page.version ? 'selected' : '', 'data-version': index },
+        version.label,
+      );
       button.addEventListener('click', () => {
         page.version = index;
         page.followLatest = index === versions.length - 1;
@@ -218,7 +269,11 @@ function renderPar(view) {
     row.append(
       el('td', {}, cycle.cycle),
       el('td', {}, cycle.plan_summary),
-      el('td', { class: cycle.verdict === 'pass' ? 'pass' : cycle.verdict === 'needs-human' ? '' : 'fail' }, cycle.verdict),
+      el(
+        'td',
+        { class: cycle.verdict === 'pass' ? 'pass' : cycle.verdict === 'needs-human' ? '' : 'fail' },
+        cycle.verdict,
+      ),
       el('td', {}, cycle.critique),
       el('td', {}, cycle.evidence_refs.join('\n')),
       el('td', {}, cycle.next_action),
@@ -226,12 +281,20 @@ function renderPar(view) {
     return row;
   });
   $('cycles').replaceChildren(head, ...rows);
-  $('decisions').replaceChildren(...view.par.decisions.map((decision) => el('li', {}, `${decision.decision}${decision.reasons.length > 0 ? `: ${decision.reasons.join('; ')}` : ''}`)));
+  $('decisions').replaceChildren(
+    ...view.par.decisions.map((decision) =>
+      el('li', {}, `${decision.decision}${decision.reasons.length > 0 ? `: ${decision.reasons.join('; ')}` : ''}`),
+    ),
+  );
 }
 
 function renderTimeline(view) {
   const head = el('tr');
-  head.append(...['role', view.kind === 'par' ? 'cycle' : 'iteration', 'sent', 'returned', 'duration', 'model', 'worker'].map((name) => el('th', {}, name)));
+  head.append(
+    ...['role', view.kind === 'par' ? 'cycle' : 'iteration', 'sent', 'returned', 'duration', 'model', 'worker'].map(
+      (name) => el('th', {}, name),
+    ),
+  );
   const rows = view.timeline.map((entry, index) => {
     const row = el('tr', { 'data-role': entry.role, 'data-index': index });
     row.append(
@@ -256,9 +319,17 @@ async function showMessage(entry, index) {
   entry = { ...entry, ...message };
   box.replaceChildren(
     el('h4', {}, `${entry.role}, ${entry.iteration}: received`),
-    el('pre', { 'data-testid': 'message-payload' }, entry.payload === null ? '(not kept: too large)' : JSON.stringify(entry.payload, null, 2)),
+    el(
+      'pre',
+      { 'data-testid': 'message-payload' },
+      entry.payload === null ? '(not kept: too large)' : JSON.stringify(entry.payload, null, 2),
+    ),
     el('h4', {}, 'returned'),
-    el('pre', { 'data-testid': 'message-result' }, entry.result === null ? '(no answer yet)' : JSON.stringify(entry.result, null, 2)),
+    el(
+      'pre',
+      { 'data-testid': 'message-result' },
+      entry.result === null ? '(no answer yet)' : JSON.stringify(entry.result, null, 2),
+    ),
     el('h4', {}, 'usage'),
     el('pre', {}, JSON.stringify(entry.usage, null, 2)),
   );

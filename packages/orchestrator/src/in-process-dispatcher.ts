@@ -31,9 +31,14 @@ export function createInProcessDispatcher(handler: TaskHandler, options: { taskT
       });
       let timer: NodeJS.Timeout | undefined;
       const timeout = new Promise<never>((_resolve, reject) => {
-        timer = setTimeout(() => reject(new PolishError('TIMEOUT', `the ${role} handler did not answer within ${timeoutMs / 1000} s`)), timeoutMs);
+        timer = setTimeout(
+          () => reject(new PolishError('TIMEOUT', `the ${role} handler did not answer within ${timeoutMs / 1000} s`)),
+          timeoutMs,
+        );
       });
-      const reply = TaskReplySchema.parse(await Promise.race([handler(task), timeout]).finally(() => clearTimeout(timer)));
+      const reply = TaskReplySchema.parse(
+        await Promise.race([handler(task), timeout]).finally(() => clearTimeout(timer)),
+      );
       if (!reply.ok) throw PolishError.fromWire(reply.error, reply.usage, reply.model);
       return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: 1 };
     },

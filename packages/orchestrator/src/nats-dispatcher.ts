@@ -74,7 +74,10 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
 
   /** One request, raced against the caller's abort so a cancelled run stops waiting at once. */
   function request(subject: string, task: string, timeoutMs: number, signal?: AbortSignal, traceHeaders?: MsgHdrs) {
-    const pending = options.connection.request(subject, task, { timeout: timeoutMs, ...(traceHeaders ? { headers: traceHeaders } : {}) });
+    const pending = options.connection.request(subject, task, {
+      timeout: timeoutMs,
+      ...(traceHeaders ? { headers: traceHeaders } : {}),
+    });
     if (!signal) return pending;
     return new Promise<Awaited<typeof pending>>((resolve, reject) => {
       const onAbort = () => reject(signal.reason);
@@ -83,7 +86,11 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     });
   }
 
-  async function dispatch(role: TaskRole, payload: unknown, dispatchOptions: DispatchOptions = {}): Promise<DispatchOutcome> {
+  async function dispatch(
+    role: TaskRole,
+    payload: unknown,
+    dispatchOptions: DispatchOptions = {},
+  ): Promise<DispatchOutcome> {
     const { signal, idempotencyKey } = dispatchOptions;
     const timeoutMs = dispatchOptions.timeoutMs ?? taskTimeoutMs;
     const attemptsAllowed = dispatchOptions.maxAttempts ?? maxAttempts;
@@ -104,15 +111,25 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         role,
         attempt,
         deadline: Date.now() + timeoutMs,
-        ...(idempotencyKey ? { idempotencyKey: createHash('sha256').update(`${idempotencyKey}/${attempt}`).digest('hex') } : {}),
+        ...(idempotencyKey
+          ? { idempotencyKey: createHash('sha256').update(`${idempotencyKey}/${attempt}`).digest('hex') }
+          : {}),
         payload,
       });
       let failure: PolishError;
       try {
         const message = await request(subject, JSON.stringify(task), timeoutMs, signal, traceHeaders);
         const reply = TaskReplySchema.parse(message.json());
-        if (reply.taskId !== taskId) throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
-        if (reply.ok) return { result: reply.result, usage: reply.usage, model: reply.model, worker: reply.worker, attempts: attempt };
+        if (reply.taskId !== taskId)
+          throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
+        if (reply.ok)
+          return {
+            result: reply.result,
+            usage: reply.usage,
+            model: reply.model,
+            worker: reply.worker,
+            attempts: attempt,
+          };
         failure = PolishError.fromWire(reply.error, reply.usage, reply.model);
       } catch (error) {
         signal?.throwIfAborted();
@@ -120,9 +137,13 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           noRespondersSince ??= Date.now();
           const waited = Date.now() - noRespondersSince;
           if (waited >= workerWaitMs) {
-            throw new PolishError('NO_RESPONDERS', `no ${role} workers answered within ${seconds(workerWaitMs)} (nobody serves ${subject})`, {
-              cause: error,
-            });
+            throw new PolishError(
+              'NO_RESPONDERS',
+              `no ${role} workers answered within ${seconds(workerWaitMs)} (nobody serves ${subject})`,
+              {
+                cause: error,
+              },
+            );
           }
           await delay(Math.min(backoffMs, workerWaitMs - waited), undefined, signal ? { signal } : {});
           backoffMs = Math.min(backoffMs * 2, 1_000);
@@ -138,7 +159,10 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
       noRespondersSince = undefined;
       if (!failure.retryable) throw failure;
       if (attempt >= attemptsAllowed) {
-        throw new PolishError(failure.code, `${failure.message} (${attempt} attempt${attempt === 1 ? "" : "s"})`, { cause: failure, retryable: false });
+        throw new PolishError(failure.code, `${failure.message} (${attempt} attempt${attempt === 1 ? '' : 's'})`, {
+          cause: failure,
+          retryable: false,
+        });
       }
       attempt += 1;
       await delay(backoffMs, undefined, signal ? { signal } : {});

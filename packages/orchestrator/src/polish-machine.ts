@@ -84,7 +84,11 @@ function failed(context: PolishContext, wave: keyof UsageByWave, error: unknown)
   const polishError = PolishError.from(error);
   const spent =
     polishError.usage && polishError.usage.model_calls > 0
-      ? accounted(context, wave, { value: undefined, usage: polishError.usage, model: polishError.model ?? { provider: 'unknown', model: 'unknown', scripted: false } })
+      ? accounted(context, wave, {
+          value: undefined,
+          usage: polishError.usage,
+          model: polishError.model ?? { provider: 'unknown', model: 'unknown', scripted: false },
+        })
       : {};
   return { ...spent, failure: failureOf(error) };
 }
@@ -114,7 +118,9 @@ export const polishMachine = setup({
     evaluate: notProvided('evaluate') as unknown as ReturnType<
       typeof fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>
     >,
-    revise: notProvided('revise') as unknown as ReturnType<typeof fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>>,
+    revise: notProvided('revise') as unknown as ReturnType<
+      typeof fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>
+    >,
   },
   guards: {
     criteriaGiven: ({ context }) => context.criteria !== null,
@@ -128,23 +134,25 @@ export const polishMachine = setup({
     input.resume
       ? { ...input.resume, spec: input.spec, failure: null }
       : {
-    spec: input.spec,
-    criteria: input.spec.criteria ?? null,
-    criteriaExtracted: false,
-    artifact: input.spec.artifact,
-    iteration: 0,
-    history: [],
-    usage: ZERO_USAGE,
-    usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
-    usageByModel: {},
-    models: [],
-    failure: null,
-  },
+          spec: input.spec,
+          criteria: input.spec.criteria ?? null,
+          criteriaExtracted: false,
+          artifact: input.spec.artifact,
+          iteration: 0,
+          history: [],
+          usage: ZERO_USAGE,
+          usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
+          usageByModel: {},
+          models: [],
+          failure: null,
+        },
   initial: 'starting',
   on: {
     CANCEL: {
       target: '.cancelled',
-      actions: assign({ failure: ({ event }) => ({ code: 'CANCELLED' as const, reason: event.reason ?? 'cancelled by the caller' }) }),
+      actions: assign({
+        failure: ({ event }) => ({ code: 'CANCELLED' as const, reason: event.reason ?? 'cancelled by the caller' }),
+      }),
     },
   },
   states: {
@@ -154,7 +162,11 @@ export const polishMachine = setup({
         {
           guard: 'criteriaGiven',
           target: 'evaluating',
-          actions: emit(({ context }) => ({ type: 'criteria.locked' as const, criteria: context.criteria ?? [], extracted: false })),
+          actions: emit(({ context }) => ({
+            type: 'criteria.locked' as const,
+            criteria: context.criteria ?? [],
+            extracted: false,
+          })),
         },
         { target: 'extracting' },
       ],
@@ -166,7 +178,9 @@ export const polishMachine = setup({
         onDone: [
           {
             // pass_N with more criteria than Wave 1 locked can never be met: stop with a reason.
-            guard: ({ context, event }) => requiredPasses(context.spec.threshold, event.output.value.criteria.length) > event.output.value.criteria.length,
+            guard: ({ context, event }) =>
+              requiredPasses(context.spec.threshold, event.output.value.criteria.length) >
+              event.output.value.criteria.length,
             target: 'failed',
             actions: assign(({ context, event }) => ({
               ...accounted(context, 'criteria', event.output),
@@ -184,11 +198,18 @@ export const polishMachine = setup({
                 criteria: event.output.value.criteria,
                 criteriaExtracted: true,
               })),
-              emit(({ event }) => ({ type: 'criteria.locked' as const, criteria: event.output.value.criteria, extracted: true })),
+              emit(({ event }) => ({
+                type: 'criteria.locked' as const,
+                criteria: event.output.value.criteria,
+                extracted: true,
+              })),
             ],
           },
         ],
-        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'criteria', event.error)) },
+        onError: {
+          target: 'failed',
+          actions: assign(({ context, event }) => failed(context, 'criteria', event.error)),
+        },
       },
     },
     evaluating: {
@@ -219,7 +240,10 @@ export const polishMachine = setup({
             emit(({ context }) => ({ type: 'iteration.evaluated' as const, record: lastRecord(context) })),
           ],
         },
-        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)) },
+        onError: {
+          target: 'failed',
+          actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)),
+        },
       },
     },
     judging: {
@@ -233,19 +257,25 @@ export const polishMachine = setup({
       invoke: {
         src: 'revise',
         input: ({ context }) => ({
-          payload: { artifact: context.artifact, blocking_gaps: lastRecord(context).blocking_gaps, goal: context.spec.goal },
+          payload: {
+            artifact: context.artifact,
+            blocking_gaps: lastRecord(context).blocking_gaps,
+            goal: context.spec.goal,
+          },
           iteration: context.iteration,
         }),
         onDone: {
           target: 'evaluating',
           actions: [
             assign(({ context, event }) => ({
-            ...accounted(context, 'revise', event.output),
-            artifact: event.output.value.artifact,
-            // The revision belongs to the iteration whose gaps it closes.
-            history: context.history.map((record, index) =>
-              index === context.history.length - 1 ? { ...record, usage: addUsage(record.usage, event.output.usage) } : record,
-            ),
+              ...accounted(context, 'revise', event.output),
+              artifact: event.output.value.artifact,
+              // The revision belongs to the iteration whose gaps it closes.
+              history: context.history.map((record, index) =>
+                index === context.history.length - 1
+                  ? { ...record, usage: addUsage(record.usage, event.output.usage) }
+                  : record,
+              ),
             })),
             emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
           ],
@@ -253,8 +283,14 @@ export const polishMachine = setup({
         onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'revise', event.error)) },
       },
     },
-    converged: { type: 'final', entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })) },
-    capReached: { type: 'final', entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })) },
+    converged: {
+      type: 'final',
+      entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
+    },
+    capReached: {
+      type: 'final',
+      entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
+    },
     failed: { type: 'final' },
     cancelled: { type: 'final' },
   },

@@ -1,7 +1,14 @@
 import { randomUUID } from 'node:crypto';
 import { createActor, toPromise, type Actor, type InspectionEvent, type Observer } from 'xstate';
 import { SpanStatusCode, context, trace } from '@opentelemetry/api';
-import { PolishError, RunSpecSchema, type PriceTable, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
+import {
+  PolishError,
+  RunSpecSchema,
+  type PriceTable,
+  type RunEvent,
+  type RunResult,
+  type RunSpecInput,
+} from '@polish/protocol';
 import { estimateCost } from './cost.js';
 import { polishMachine } from './polish-machine.js';
 import { createWaveActors } from './wave-actors.js';
@@ -64,7 +71,9 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
     }),
   });
   const actor = createActor(machine, { input: { spec }, ...(options.inspect ? { inspect: options.inspect } : {}) });
-  actor.on('criteria.locked', (event) => report({ type: 'criteria.locked', criteria: event.criteria, extracted: event.extracted }));
+  actor.on('criteria.locked', (event) =>
+    report({ type: 'criteria.locked', criteria: event.criteria, extracted: event.extracted }),
+  );
   actor.on('iteration.evaluated', ({ record }) =>
     report({
       type: 'iteration.evaluated',
@@ -74,14 +83,17 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
       blocking_gaps: record.blocking_gaps,
     }),
   );
-  actor.on('iteration.finished', ({ record }) => report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }));
+  actor.on('iteration.finished', ({ record }) =>
+    report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }),
+  );
   let lastState = '';
   actor.subscribe((snapshot) => {
     const state = String(snapshot.value);
     if (state !== lastState) report({ type: 'state.entered', state });
     lastState = state;
   });
-  const onAbort = () => actor.send({ type: 'CANCEL', reason: String(options.signal?.reason ?? 'cancelled by the caller') });
+  const onAbort = () =>
+    actor.send({ type: 'CANCEL', reason: String(options.signal?.reason ?? 'cancelled by the caller') });
   options.signal?.addEventListener('abort', onAbort, { once: true });
 
   report({ type: 'run.started', cap: spec.cap, threshold: spec.threshold });
@@ -92,7 +104,9 @@ export function startPolish(specInput: RunSpecInput, options: RunPolishOptions):
     options.signal?.removeEventListener('abort', onAbort);
     const snapshot = actor.getSnapshot();
     const base = toRunResult(snapshot.value as PolishFinalState, snapshot.context);
-    const runResult: RunResult = options.prices ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) } : base;
+    const runResult: RunResult = options.prices
+      ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) }
+      : base;
     report({
       type: 'run.finished',
       status: runResult.status,

@@ -1,4 +1,12 @@
-import { ZERO_USAGE, requiredPasses, type Criterion, type IterationRecord, type Score, type Threshold, type Usage } from '@polish/protocol';
+import {
+  ZERO_USAGE,
+  requiredPasses,
+  type Criterion,
+  type IterationRecord,
+  type Score,
+  type Threshold,
+  type Usage,
+} from '@polish/protocol';
 
 /**
  * The orchestrator's verdict on one evaluated version. `overall` and `blocking_gaps`

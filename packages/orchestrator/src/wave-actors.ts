@@ -64,7 +64,10 @@ export interface WaveLedger {
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
 /** A payload or result for an event: the value and its size, the value left out when it is large. */
-export function inspectable<K extends 'payload' | 'result'>(key: K, value: unknown): { [P in K]?: unknown } & { [P in `${K}_bytes`]: number } {
+export function inspectable<K extends 'payload' | 'result'>(
+  key: K,
+  value: unknown,
+): { [P in K]?: unknown } & { [P in `${K}_bytes`]: number } {
   const bytes = Buffer.byteLength(JSON.stringify(value ?? null));
   return { [key]: bytes <= EVENT_PAYLOAD_LIMIT ? value : undefined, [`${key}_bytes`]: bytes } as never;
 }
@@ -74,7 +77,12 @@ export function inspectable<K extends 'payload' | 'result'>(key: K, value: unkno
  * dispatcher carries the span's context to the worker in the message headers. A failure marks
  * the span with its code (never its reason, which may quote a provider's error text).
  */
-export function inWaveSpan<T>(role: TaskRole, iteration: number, parent: Context, run: (span: Span, spanContext: Context) => Promise<T>): Promise<T> {
+export function inWaveSpan<T>(
+  role: TaskRole,
+  iteration: number,
+  parent: Context,
+  run: (span: Span, spanContext: Context) => Promise<T>,
+): Promise<T> {
   const attributes = { 'polish.role': role, 'polish.iteration': iteration };
   return tracer.startActiveSpan(`polish.wave ${role}`, { attributes }, parent, async (span) => {
     const spanContext = trace.setSpan(parent, span);
@@ -132,7 +140,12 @@ async function dispatchWave<R extends Role, T>(
   wave: { attempts: number; started: number; key: string | undefined; span: Span; context: Context },
 ): Promise<WaveOutput<T>> {
   const { attempts, started, key, span } = wave;
-  options.report?.({ type: 'wave.started', role, iteration: input.iteration, ...inspectable('payload', input.payload) });
+  options.report?.({
+    type: 'wave.started',
+    role,
+    iteration: input.iteration,
+    ...inspectable('payload', input.payload),
+  });
   let lastProblem = '';
   let dispatches = 0;
   // Usage of answers that were discarded or failed: paid for, so counted in the failure.
@@ -143,7 +156,10 @@ async function dispatchWave<R extends Role, T>(
     try {
       outcome = await context.with(wave.context, () =>
         // A re-send after a rejected answer is a new task: its key differs, so no cache replays the rejected answer.
-        options.dispatcher.dispatch(role, input.payload, { signal, ...(key ? { idempotencyKey: attempt === 1 ? key : `${key}#resend-${attempt}` } : {}) }),
+        options.dispatcher.dispatch(role, input.payload, {
+          signal,
+          ...(key ? { idempotencyKey: attempt === 1 ? key : `${key}#resend-${attempt}` } : {}),
+        }),
       );
     } catch (error) {
       const failure = PolishError.from(error);
@@ -169,7 +185,9 @@ async function dispatchWave<R extends Role, T>(
       if (options.ledger && key) await options.ledger.save(key, output);
       return output;
     }
-    lastProblem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
+    lastProblem = parsed.error.issues
+      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
+      .join('; ');
     spent = addUsage(spent, outcome.usage);
     spentModel = outcome.model;
   }
@@ -185,9 +203,10 @@ export function createWaveActors(options: WaveActorOptions) {
     extractCriteria: fromPromise<WaveOutput<{ criteria: Criterion[] }>, WaveInput<'criteria'>>(({ input, signal }) =>
       runWave(options, 'criteria', input, CriteriaResultSchema, signal),
     ),
-    evaluate: fromPromise<WaveOutput<{ scores: z.infer<ReturnType<typeof evaluationSchemaFor>>['scores'] }>, WaveInput<'evaluate'>>(
-      ({ input, signal }) => runWave(options, 'evaluate', input, evaluationSchemaFor(input.payload.criteria), signal),
-    ),
+    evaluate: fromPromise<
+      WaveOutput<{ scores: z.infer<ReturnType<typeof evaluationSchemaFor>>['scores'] }>,
+      WaveInput<'evaluate'>
+    >(({ input, signal }) => runWave(options, 'evaluate', input, evaluationSchemaFor(input.payload.criteria), signal)),
     revise: fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>(({ input, signal }) =>
       runWave(options, 'revise', input, RevisionSchema, signal),
     ),

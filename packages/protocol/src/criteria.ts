@@ -6,7 +6,10 @@ export const MAX_CRITERIA = 8;
 /** One falsifiable criterion, e.g. `{ id: "C1", text: "Every claim cites a source" }`. */
 export const CriterionSchema = z.strictObject({
   id: z.string().regex(/^C[1-9][0-9]*$/, 'a criterion id looks like "C1"'),
-  text: z.string().min(1, 'must not be empty').refine((text) => text.trim().length > 0, 'must not be empty'),
+  text: z
+    .string()
+    .min(1, 'must not be empty')
+    .refine((text) => text.trim().length > 0, 'must not be empty'),
 });
 export type Criterion = z.infer<typeof CriterionSchema>;
 

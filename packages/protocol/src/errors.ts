@@ -36,7 +36,11 @@ export class PolishError extends Error {
   readonly usage: Usage | undefined;
   readonly model: ModelInfo | undefined;
 
-  constructor(code: ErrorCode, message: string, options?: { cause?: unknown; retryable?: boolean; usage?: Usage; model?: ModelInfo }) {
+  constructor(
+    code: ErrorCode,
+    message: string,
+    options?: { cause?: unknown; retryable?: boolean; usage?: Usage; model?: ModelInfo },
+  ) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options?.retryable ?? RETRYABLE.has(code);
@@ -50,7 +54,7 @@ export class PolishError extends Error {
       cause: this.cause,
       retryable: this.retryable,
       usage,
-      ...(model ?? this.model ? { model: model ?? this.model } : {}),
+      ...((model ?? this.model) ? { model: model ?? this.model } : {}),
     });
   }
 
@@ -61,7 +65,11 @@ export class PolishError extends Error {
 
   /** Decodes an error from a reply envelope. */
   static fromWire(wire: WireError, usage?: Usage, model?: ModelInfo): PolishError {
-    return new PolishError(wire.code, wire.message, { retryable: wire.retryable, ...(usage ? { usage } : {}), ...(model ? { model } : {}) });
+    return new PolishError(wire.code, wire.message, {
+      retryable: wire.retryable,
+      ...(usage ? { usage } : {}),
+      ...(model ? { model } : {}),
+    });
   }
 
   /** Any thrown value as a PolishError (unknown errors become INTERNAL). */

@@ -30,7 +30,11 @@ export function evaluationSchemaFor(criteria: readonly Criterion[]) {
       }
       seen.add(score.criterion_id);
       if (!score.pass && !score.gap?.trim()) {
-        ctx.addIssue({ code: 'custom', path: ['scores', index, 'gap'], message: `criterion ${score.criterion_id} fails without a gap` });
+        ctx.addIssue({
+          code: 'custom',
+          path: ['scores', index, 'gap'],
+          message: `criterion ${score.criterion_id} fails without a gap`,
+        });
       }
     });
     for (const id of lockedIds) {

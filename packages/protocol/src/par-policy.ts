@@ -31,16 +31,27 @@ const dateTime = z.iso.datetime({ offset: true });
 export const ParPolicySchema = z.strictObject({
   schema_version: z.literal(1),
   policy_id: nonBlank,
-  limits: z.strictObject(Object.fromEntries(LIMIT_NAMES.map((name) => [name, count])) as Record<LimitName, typeof count>),
+  limits: z.strictObject(
+    Object.fromEntries(LIMIT_NAMES.map((name) => [name, count])) as Record<LimitName, typeof count>,
+  ),
   human_authorization: z.strictObject({ key_hashes: z.record(z.string().regex(/^\S+$/), sha256Hex) }),
 });
 export type ParPolicy = z.infer<typeof ParPolicySchema>;
 
-const AuthorizationSchema = z.strictObject({ scheme: z.literal('hmac-sha256'), key_id: z.string().regex(/^\S+$/), signature: sha256Hex });
+const AuthorizationSchema = z.strictObject({
+  scheme: z.literal('hmac-sha256'),
+  key_id: z.string().regex(/^\S+$/),
+  signature: sha256Hex,
+});
 const humanActor = z.string().regex(/^human:\S+$/);
 
 /** What every signed human record carries: who, when, about which pending action, and the signature. */
-const signedRecord = { actor: humanActor, timestamp: dateTime, affected_action_hash: sha256Hex, authorization: AuthorizationSchema };
+const signedRecord = {
+  actor: humanActor,
+  timestamp: dateTime,
+  affected_action_hash: sha256Hex,
+  authorization: AuthorizationSchema,
+};
 
 /** A signed human decision on a gate. */
 export const HumanDecisionSchema = z.strictObject({
@@ -66,7 +77,17 @@ export const ParCheckpointSchema = z.strictObject({
   schema_version: z.literal(1),
   task_id: nonBlank,
   parent_id: nonBlank.nullable(),
-  status: z.enum(['running', 'waiting_for_human', 'completed', 'blocked', 'budget_exhausted', 'error', 'cancelled', 'declined', 'timed_out']),
+  status: z.enum([
+    'running',
+    'waiting_for_human',
+    'completed',
+    'blocked',
+    'budget_exhausted',
+    'error',
+    'cancelled',
+    'declined',
+    'timed_out',
+  ]),
   cycle: count,
   tool_calls: count,
   elapsed_seconds: z.number().min(0),

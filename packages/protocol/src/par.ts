@@ -40,7 +40,10 @@ export const AcceptanceListSchema = z
   .array(AcceptanceCriterionSchema)
   .min(1)
   .max(16)
-  .refine((list) => new Set(list.map((criterion) => criterion.id)).size === list.length, 'acceptance criterion ids must be unique');
+  .refine(
+    (list) => new Set(list.map((criterion) => criterion.id)).size === list.length,
+    'acceptance criterion ids must be unique',
+  );
 
 /** What the agent remembers of an earlier cycle: its own plan and what the critique said. */
 export const CycleMemorySchema = z.strictObject({
@@ -78,7 +81,10 @@ export const ParActionSchema = z.strictObject({
   changes: z
     .array(z.strictObject({ path: WorkspacePathSchema, content: z.string() }))
     .max(64)
-    .refine((changes) => new Set(changes.map((change) => change.path)).size === changes.length, 'each path is changed at most once'),
+    .refine(
+      (changes) => new Set(changes.map((change) => change.path)).size === changes.length,
+      'each path is changed at most once',
+    ),
   self_assessment: z.strictObject({ passed: z.boolean(), notes: z.string().max(4000) }),
 });
 export type ParAction = z.infer<typeof ParActionSchema>;
@@ -124,9 +130,18 @@ export type ParCommandPayload = z.infer<typeof ParCommandPayloadSchema>;
 
 /** Where a cycle's critique comes from, most objective first. `self` is a fallback and never enough for PASS. */
 export const CritiqueSourceSchema = z.discriminatedUnion('kind', [
-  z.strictObject({ kind: z.literal('command'), command: nonBlank, timeout_seconds: z.number().positive().max(3600).default(300) }),
+  z.strictObject({
+    kind: z.literal('command'),
+    command: nonBlank,
+    timeout_seconds: z.number().positive().max(3600).default(300),
+  }),
   z.strictObject({ kind: z.literal('review') }),
-  z.strictObject({ kind: z.literal('score'), command: nonBlank, threshold: z.number(), timeout_seconds: z.number().positive().max(3600).default(300) }),
+  z.strictObject({
+    kind: z.literal('score'),
+    command: nonBlank,
+    threshold: z.number(),
+    timeout_seconds: z.number().positive().max(3600).default(300),
+  }),
   z.strictObject({ kind: z.literal('self') }),
 ]);
 export type CritiqueSourceSpec = z.infer<typeof CritiqueSourceSchema>;

@@ -37,7 +37,12 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     result: z.unknown().optional(),
     result_bytes: z.int().min(0).optional(),
   }),
-  z.strictObject({ ...eventFields, type: z.literal('criteria.locked'), criteria: CriteriaListSchema, extracted: z.boolean() }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('criteria.locked'),
+    criteria: CriteriaListSchema,
+    extracted: z.boolean(),
+  }),
   z.strictObject({
     ...eventFields,
     type: z.literal('iteration.evaluated'),
@@ -47,7 +52,12 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     blocking_gaps: z.array(z.string()),
   }),
   /** An iteration is over (its evaluation, and the revision that followed it if any): its usage. */
-  z.strictObject({ ...eventFields, type: z.literal('iteration.finished'), iteration: z.int().min(1), usage: UsageSchema }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('iteration.finished'),
+    iteration: z.int().min(1),
+    usage: UsageSchema,
+  }),
   z.strictObject({
     ...eventFields,
     type: z.literal('run.finished'),
@@ -67,9 +77,20 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     /** Cycles already recorded when this run (a resume) started. */
     cycles_before: z.int().min(0),
   }),
-  z.strictObject({ ...eventFields, type: z.literal('par.cycle'), record: ParCycleRecordSchema, checkpoint_status: z.string() }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('par.cycle'),
+    record: ParCycleRecordSchema,
+    checkpoint_status: z.string(),
+  }),
   z.strictObject({ ...eventFields, type: z.literal('par.decision'), decision: PolicyDecisionSchema }),
-  z.strictObject({ ...eventFields, type: z.literal('par.finished'), final_status: ParFinalStatusSchema, reason: z.string(), cycles: z.int().min(0) }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('par.finished'),
+    final_status: ParFinalStatusSchema,
+    reason: z.string(),
+    cycles: z.int().min(0),
+  }),
 ]);
 
 /** Payloads and results larger than this are left out of events (the stream keeps messages small). */

@@ -43,6 +43,10 @@ export type RunSummary = z.infer<typeof RunSummarySchema>;
 /** Every reply of the run service. */
 export const RunServiceReplySchema = z.discriminatedUnion('ok', [
   z.strictObject({ ok: z.literal(true), run: RunSummarySchema.optional(), runs: z.array(RunSummarySchema).optional() }),
-  z.strictObject({ ok: z.literal(false), code: z.enum(['INVALID_INPUT', 'NOT_FOUND', 'CONFLICT', 'INTERNAL']), message: z.string() }),
+  z.strictObject({
+    ok: z.literal(false),
+    code: z.enum(['INVALID_INPUT', 'NOT_FOUND', 'CONFLICT', 'INTERNAL']),
+    message: z.string(),
+  }),
 ]);
 export type RunServiceReply = z.infer<typeof RunServiceReplySchema>;

@@ -83,7 +83,13 @@ describe('evaluationSchemaFor (the verdict contract)', () => {
   });
 
   it('rejects a model-supplied overall verdict', () => {
-    const result = schema.safeParse({ scores: [{ criterion_id: 'C1', pass: true }, { criterion_id: 'C2', pass: true }], overall: 'pass' });
+    const result = schema.safeParse({
+      scores: [
+        { criterion_id: 'C1', pass: true },
+        { criterion_id: 'C2', pass: true },
+      ],
+      overall: 'pass',
+    });
     expect(result.success).toBe(false);
   });
 });

@@ -7,7 +7,10 @@ export const MAX_CAP = 8;
 /** Iterations when the caller names none. */
 export const DEFAULT_CAP = 4;
 
-const nonBlank = z.string().min(1, 'must not be empty').refine((text) => text.trim().length > 0, 'must not be empty');
+const nonBlank = z
+  .string()
+  .min(1, 'must not be empty')
+  .refine((text) => text.trim().length > 0, 'must not be empty');
 
 /** What a caller submits: the polish loop's inputs. */
 export const RunSpecSchema = z
@@ -16,14 +19,22 @@ export const RunSpecSchema = z
     goal: nonBlank,
     criteria: CriteriaListSchema.optional(),
     threshold: ThresholdSchema.default('pass_all'),
-    cap: z.int('must be a whole number from 1 to 8').min(1, 'must be at least 1').max(MAX_CAP, `must be at most ${MAX_CAP}`).default(DEFAULT_CAP),
+    cap: z
+      .int('must be a whole number from 1 to 8')
+      .min(1, 'must be at least 1')
+      .max(MAX_CAP, `must be at most ${MAX_CAP}`)
+      .default(DEFAULT_CAP),
   })
   .superRefine((spec, ctx) => {
     if (spec.threshold === 'pass_all') return;
     const needed = requiredPasses(spec.threshold, spec.criteria?.length ?? Infinity);
     if (needed < 1) ctx.addIssue({ code: 'custom', path: ['threshold'], message: 'pass_N needs N of at least 1' });
     if (!spec.criteria && needed > MAX_CRITERIA) {
-      ctx.addIssue({ code: 'custom', path: ['threshold'], message: `${spec.threshold} can never be met: Wave 1 locks at most ${MAX_CRITERIA} criteria` });
+      ctx.addIssue({
+        code: 'custom',
+        path: ['threshold'],
+        message: `${spec.threshold} can never be met: Wave 1 locks at most ${MAX_CRITERIA} criteria`,
+      });
     }
     if (spec.criteria && needed > spec.criteria.length) {
       ctx.addIssue({

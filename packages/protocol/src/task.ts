@@ -17,7 +17,10 @@ const envelopeFields = {
    * Durable runs: SHA-256 of (run, wave, iteration, attempt), so a repeated delivery can be
    * recognised. A hash, so it tells the worker nothing about the run or the iteration.
    */
-  idempotencyKey: z.string().regex(/^[a-f0-9]{64}$/).optional(),
+  idempotencyKey: z
+    .string()
+    .regex(/^[a-f0-9]{64}$/)
+    .optional(),
 };
 
 /** Work for one role. The payload is strict per role. */

@@ -1,4 +1,10 @@
-import { EvaluationSchema, evaluationSchemaFor, type Criterion, type EvaluatePayload, type Evaluation } from '@polish/protocol';
+import {
+  EvaluationSchema,
+  evaluationSchemaFor,
+  type Criterion,
+  type EvaluatePayload,
+  type Evaluation,
+} from '@polish/protocol';
 import type { ModelProvider } from '../providers/model-provider.js';
 import { EVALUATE_SYSTEM, evaluatePrompt } from '../prompts.js';
 import { generateValidated } from '../generate-validated.js';
@@ -9,7 +15,9 @@ const BASE_JSON_SCHEMA = answerJsonSchema(EvaluationSchema);
 /** The answer's JSON Schema narrowed to the locked ids: one score per criterion, no other id. */
 function evaluationJsonSchema(criteria: readonly Criterion[]): Record<string, unknown> {
   const schema = structuredClone(BASE_JSON_SCHEMA) as {
-    properties: { scores: { minItems?: number; maxItems?: number; items: { properties: { criterion_id: { enum?: string[] } } } } };
+    properties: {
+      scores: { minItems?: number; maxItems?: number; items: { properties: { criterion_id: { enum?: string[] } } } };
+    };
   };
   schema.properties.scores.minItems = criteria.length;
   schema.properties.scores.maxItems = criteria.length;

@@ -7,7 +7,10 @@ import { answerJsonSchema, type HandlerOutput } from './handler.js';
 const ANSWER_JSON_SCHEMA = answerJsonSchema(CriteriaResultSchema);
 
 /** Wave 1: reads artifact + goal, returns 1..8 falsifiable criteria. */
-export function extractCriteria(payload: CriteriaPayload, model: ModelProvider): Promise<HandlerOutput<CriteriaResult>> {
+export function extractCriteria(
+  payload: CriteriaPayload,
+  model: ModelProvider,
+): Promise<HandlerOutput<CriteriaResult>> {
   return generateValidated({
     model,
     role: 'criteria',

@@ -21,12 +21,28 @@ const REVIEW_JSON_SCHEMA = answerJsonSchema(ParReviewSchema);
 
 /** `par.plan`: the smallest next action, given the agent's own earlier cycles. */
 export function plan(payload: ParPlanPayload, model: ModelProvider): Promise<HandlerOutput<ParPlan>> {
-  return generateValidated({ model, role: 'par.plan', system: PLAN_SYSTEM, prompt: planPrompt(payload), schema: ParPlanSchema, jsonSchema: PLAN_JSON_SCHEMA, payload });
+  return generateValidated({
+    model,
+    role: 'par.plan',
+    system: PLAN_SYSTEM,
+    prompt: planPrompt(payload),
+    schema: ParPlanSchema,
+    jsonSchema: PLAN_JSON_SCHEMA,
+    payload,
+  });
 }
 
 /** `par.act`: the plan carried out as whole-file writes, with a self-assessment. */
 export function act(payload: ParActPayload, model: ModelProvider): Promise<HandlerOutput<ParAction>> {
-  return generateValidated({ model, role: 'par.act', system: ACT_SYSTEM, prompt: actPrompt(payload), schema: ParActionSchema, jsonSchema: ACTION_JSON_SCHEMA, payload });
+  return generateValidated({
+    model,
+    role: 'par.act',
+    system: ACT_SYSTEM,
+    prompt: actPrompt(payload),
+    schema: ParActionSchema,
+    jsonSchema: ACTION_JSON_SCHEMA,
+    payload,
+  });
 }
 
 /** `par.review`: a stateless reviewer judging exactly the criteria given. */

@@ -19,13 +19,22 @@ describe('par.command: a command critique against the artifact', () => {
   });
 
   it('keeps only the tail of a long output', async () => {
-    const { value } = await runCommand({ artifact: files, command: `yes line | head -n 5000; echo THE-END`, timeout_ms: 10_000 });
+    const { value } = await runCommand({
+      artifact: files,
+      command: `yes line | head -n 5000; echo THE-END`,
+      timeout_ms: 10_000,
+    });
     expect(value.output_tail).toHaveLength(OUTPUT_TAIL_CHARS);
     expect(value.output_tail.endsWith('THE-END\n')).toBe(true);
   });
 
-  it('does not hand the worker\'s keys to the command', async () => {
-    const environment = { ...process.env, ANTHROPIC_API_KEY: 'sk-ant-secret', OPENAI_API_KEY: 'sk-secret', AGENT_COLLAB_HUMAN_KEYS_JSON: '{"a":"b"}' };
+  it("does not hand the worker's keys to the command", async () => {
+    const environment = {
+      ...process.env,
+      ANTHROPIC_API_KEY: 'sk-ant-secret',
+      OPENAI_API_KEY: 'sk-secret',
+      AGENT_COLLAB_HUMAN_KEYS_JSON: '{"a":"b"}',
+    };
     const { value } = await runCommand({ artifact: files, command: 'env', timeout_ms: 10_000 }, environment);
     expect(value.output_tail).not.toMatch(/secret|AGENT_COLLAB/);
     expect(value.output_tail).toContain('PATH=');
@@ -33,7 +42,14 @@ describe('par.command: a command critique against the artifact', () => {
 
   it('a par.command task with a field the schema does not know is rejected before anything runs', async () => {
     const reply = await handleTask(
-      { v: 1, taskId: 't1', role: 'par.command', attempt: 1, deadline: 0, payload: { artifact: files, command: 'touch /tmp/should-not-run', timeout_ms: 1000, run_id: 'r1' } },
+      {
+        v: 1,
+        taskId: 't1',
+        role: 'par.command',
+        attempt: 1,
+        deadline: 0,
+        payload: { artifact: files, command: 'touch /tmp/should-not-run', timeout_ms: 1000, run_id: 'r1' },
+      },
       createScriptedProvider(() => ({})),
     );
     expect(reply.ok).toBe(false);
@@ -43,7 +59,14 @@ describe('par.command: a command critique against the artifact', () => {
 
   it('refuses paths that leave the workspace', async () => {
     const reply = await handleTask(
-      { v: 1, taskId: 't2', role: 'par.command', attempt: 1, deadline: 0, payload: { artifact: { '../escape.txt': 'x' }, command: 'true', timeout_ms: 1000 } },
+      {
+        v: 1,
+        taskId: 't2',
+        role: 'par.command',
+        attempt: 1,
+        deadline: 0,
+        payload: { artifact: { '../escape.txt': 'x' }, command: 'true', timeout_ms: 1000 },
+      },
       createScriptedProvider(() => ({})),
     );
     expect(reply.ok).toBe(false);

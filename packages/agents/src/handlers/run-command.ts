@@ -11,7 +11,9 @@ export const OUTPUT_TAIL_CHARS = 4000;
 /** Secrets stay in this process: the command gets the environment without keys (DESIGN §5). */
 function commandEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return Object.fromEntries(
-    Object.entries(environment).filter(([name]) => !/(_API_KEY|_TOKEN|_SECRET|^AGENT_COLLAB_HUMAN_KEYS_JSON|^POLISH_WORKER_CONFIG)$/.test(name)),
+    Object.entries(environment).filter(
+      ([name]) => !/(_API_KEY|_TOKEN|_SECRET|^AGENT_COLLAB_HUMAN_KEYS_JSON|^POLISH_WORKER_CONFIG)$/.test(name),
+    ),
   );
 }
 
@@ -20,7 +22,10 @@ function commandEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
  * `sh -c` in its own process group, and kills the group at the timeout. The exit code and the
  * output's tail are the evidence; the workspace is removed afterwards. No model is called.
  */
-export async function runCommand(payload: ParCommandPayload, environment: NodeJS.ProcessEnv = process.env): Promise<HandlerOutput<ParCommandResult>> {
+export async function runCommand(
+  payload: ParCommandPayload,
+  environment: NodeJS.ProcessEnv = process.env,
+): Promise<HandlerOutput<ParCommandResult>> {
   const workspace = await mkdtemp(join(tmpdir(), 'polish-par-'));
   try {
     for (const [path, content] of Object.entries(payload.artifact)) {
@@ -30,7 +35,12 @@ export async function runCommand(payload: ParCommandPayload, environment: NodeJS
     }
     const started = Date.now();
     const outcome = await new Promise<{ code: number | null; timedOut: boolean; output: string }>((resolve) => {
-      const child = spawn('sh', ['-c', payload.command], { cwd: workspace, env: commandEnvironment(environment), detached: true, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn('sh', ['-c', payload.command], {
+        cwd: workspace,
+        env: commandEnvironment(environment),
+        detached: true,
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
       let output = '';
       let timedOut = false;
       // Keep only the end, so a chatty command cannot exhaust memory.

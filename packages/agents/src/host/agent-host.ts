@@ -4,10 +4,16 @@ import { availableParallelism, hostname } from 'node:os';
 import { connect } from '@nats-io/transport-node';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, PolishError, ZERO_USAGE, type TaskRole, natsServers } from '@polish/protocol';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  PROTOCOL_VERSION,
+  PolishError,
+  ZERO_USAGE,
+  type TaskRole,
+  natsServers,
+} from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
-
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
@@ -42,7 +48,9 @@ export interface AgentHostEvents {
   'worker.ready': [{ pid: number; role: TaskRole; bootMs: number }];
   'task.taken': [{ pid: number; role: TaskRole; taskId: string }];
   'task.done': [{ pid: number; role: TaskRole; taskId: string; ok: boolean }];
-  'worker.exited': [{ pid: number; role: TaskRole; code: number | null; signal: NodeJS.Signals | null; crashed: boolean }];
+  'worker.exited': [
+    { pid: number; role: TaskRole; code: number | null; signal: NodeJS.Signals | null; crashed: boolean },
+  ];
   'worker.failed': [{ role: TaskRole; message: string }];
 }
 
@@ -103,7 +111,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // A host that never becomes ready must not leave an unhandled rejection behind.
   ready.catch(() => undefined);
 
-  const available = (role: TaskRole) => [...slots.values()].filter((slot) => slot.role === role && slot.tasksTaken < reuse);
+  const available = (role: TaskRole) =>
+    [...slots.values()].filter((slot) => slot.role === role && slot.tasksTaken < reuse);
   const checkReady = () => {
     if (options.roles.every((role) => available(role).filter((slot) => slot.ready).length >= pool)) markReady();
   };
@@ -131,12 +140,23 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   };
 
   // The host's own connection publishes only WORKER_CRASHED replies; it subscribes to nothing.
-  const connection = connect({ servers: natsServers(options.natsUrl), name: `polish-host-${process.pid}`, ...options.auth?.host });
+  const connection = connect({
+    servers: natsServers(options.natsUrl),
+    name: `polish-host-${process.pid}`,
+    ...options.auth?.host,
+  });
   connection.catch(() => undefined);
   const reportCrash = async (slot: WorkerSlot, pid: number, how: string) => {
     if (!slot.held?.reply) return;
     const error = new PolishError('WORKER_CRASHED', `${slot.role} worker ${pid} died holding the task (${how})`);
-    const reply = { v: PROTOCOL_VERSION, taskId: slot.held.taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker: { pid, hostname: hostname() } };
+    const reply = {
+      v: PROTOCOL_VERSION,
+      taskId: slot.held.taskId,
+      ok: false,
+      error: error.toWire(),
+      usage: ZERO_USAGE,
+      worker: { pid, hostname: hostname() },
+    };
     try {
       (await connection).publish(slot.held.reply, JSON.stringify(reply));
     } catch {
@@ -146,7 +166,14 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
 
   const spawnWorker = (role: TaskRole) => {
     const auth = options.auth?.roles[role];
-    const config: WorkerConfig = { natsUrl: options.natsUrl, prefix, role, reuse, model: options.roleModels?.[role] ?? options.model, ...(auth ? { auth } : {}) };
+    const config: WorkerConfig = {
+      natsUrl: options.natsUrl,
+      prefix,
+      role,
+      reuse,
+      model: options.roleModels?.[role] ?? options.model,
+      ...(auth ? { auth } : {}),
+    };
     const started = performance.now();
     const child = fork(entry, [], {
       env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },
@@ -158,7 +185,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     const slot: WorkerSlot = { child, role, ready: false, bootCounted: false, tasksTaken: 0, held: undefined };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
-      child.once('error', (error) => host.emit('worker.failed', { role, message: `cannot start a ${role} worker: ${error.message}` }));
+      child.once('error', (error) =>
+        host.emit('worker.failed', { role, message: `cannot start a ${role} worker: ${error.message}` }),
+      );
       booted(slot);
       if ((bootFailures += 1) <= pool * options.roles.length * 3) setTimeout(() => replenish(role), 1_000).unref();
       return;
@@ -219,9 +248,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           slot.child.kill('SIGTERM');
         }),
     );
-    const timer = setTimeout(() => {
-      for (const slot of slots.values()) slot.child.kill('SIGKILL');
-    }, stopOptions.graceMs ?? options.drainTimeoutMs ?? 600_000);
+    const timer = setTimeout(
+      () => {
+        for (const slot of slots.values()) slot.child.kill('SIGKILL');
+      },
+      stopOptions.graceMs ?? options.drainTimeoutMs ?? 600_000,
+    );
     await Promise.all(exits);
     clearTimeout(timer);
     await (await connection.catch(() => undefined))?.drain().catch(() => undefined);

@@ -17,7 +17,11 @@ function toAnthropicMessages(messages: ModelMessage[]): Anthropic.MessageParam[]
     content:
       typeof message.content === 'string'
         ? message.content
-        : message.content.map((part) => ({ type: 'text' as const, text: part.text, ...(part.cache ? { cache_control: CACHE } : {}) })),
+        : message.content.map((part) => ({
+            type: 'text' as const,
+            text: part.text,
+            ...(part.cache ? { cache_control: CACHE } : {}),
+          })),
   }));
 }
 
@@ -53,19 +57,32 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): Mode
           model: options.model,
           max_tokens: options.maxTokens ?? 8192,
           system: [{ type: 'text', text: request.system, cache_control: CACHE }],
-          tools: [{ name: ANSWER_TOOL, description: `Return your ${request.role} answer.`, input_schema: request.jsonSchema as Anthropic.Tool.InputSchema }],
+          tools: [
+            {
+              name: ANSWER_TOOL,
+              description: `Return your ${request.role} answer.`,
+              input_schema: request.jsonSchema as Anthropic.Tool.InputSchema,
+            },
+          ],
           tool_choice: { type: 'tool', name: ANSWER_TOOL },
           messages: toAnthropicMessages(request.messages),
         });
       } catch (error) {
-        throw modelError(error, { role: request.role, provider: 'anthropic', keyVariable: 'ANTHROPIC_API_KEY', timeoutMs, maxRetries });
+        throw modelError(error, {
+          role: request.role,
+          provider: 'anthropic',
+          keyVariable: 'ANTHROPIC_API_KEY',
+          timeoutMs,
+          maxRetries,
+        });
       }
       const call = message.content.find((block) => block.type === 'tool_use' && block.name === ANSWER_TOOL);
       // No tool call (e.g. cut off at max_tokens): pass the text on, and validation asks again.
       const text =
         call?.type === 'tool_use'
           ? JSON.stringify(call.input)
-          : message.content.map((block) => (block.type === 'text' ? block.text : '')).join('') || `(no answer: stop_reason ${message.stop_reason})`;
+          : message.content.map((block) => (block.type === 'text' ? block.text : '')).join('') ||
+            `(no answer: stop_reason ${message.stop_reason})`;
       return { text, usage: usageOf(message.usage) };
     },
   };

@@ -60,10 +60,17 @@ export function missingKeyMessage(variable: string, models: string): string {
  * Builds the model a worker uses from its settings; the key comes from this process's
  * environment. Each SDK is loaded only by the workers that use it, to keep boots short.
  */
-export async function createModel(settings: ModelSettings, environment: NodeJS.ProcessEnv = process.env): Promise<ModelProvider> {
+export async function createModel(
+  settings: ModelSettings,
+  environment: NodeJS.ProcessEnv = process.env,
+): Promise<ModelProvider> {
   const variable = keyVariableFor(settings);
   const key = variable ? environment[variable] : undefined;
-  if (variable && !key) throw new PolishError('INVALID_INPUT', missingKeyMessage(variable, `${settings.provider}:${'model' in settings ? settings.model : ''}`));
+  if (variable && !key)
+    throw new PolishError(
+      'INVALID_INPUT',
+      missingKeyMessage(variable, `${settings.provider}:${'model' in settings ? settings.model : ''}`),
+    );
   switch (settings.provider) {
     case 'scripted':
       return createScriptedProvider(loadScriptFile(settings.script));
@@ -79,7 +86,10 @@ export async function createModel(settings: ModelSettings, environment: NodeJS.P
     case 'openai': {
       const { createOpenAICompatibleProvider } = await import('./openai-provider.js');
       // Local servers ignore the key, but the SDK wants one.
-      return createOpenAICompatibleProvider({ ...settings, apiKey: key ?? environment[COMPATIBLE_KEY_VARIABLE] ?? 'not-needed' });
+      return createOpenAICompatibleProvider({
+        ...settings,
+        apiKey: key ?? environment[COMPATIBLE_KEY_VARIABLE] ?? 'not-needed',
+      });
     }
   }
 }

@@ -11,9 +11,16 @@ export const OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
  * `ollama:llama3.1` (OpenAI-compatible at Ollama's default address), `scripted:answers.yaml`.
  * Throws `INVALID_INPUT` naming what is wrong.
  */
-export function parseModelSpec(spec: string, extra: Partial<Pick<ModelSettings & { provider: 'anthropic' }, 'maxTokens' | 'timeoutMs' | 'maxRetries'>> = {}): ModelSettings {
+export function parseModelSpec(
+  spec: string,
+  extra: Partial<Pick<ModelSettings & { provider: 'anthropic' }, 'maxTokens' | 'timeoutMs' | 'maxRetries'>> = {},
+): ModelSettings {
   const match = /^([a-z-]+):(.+)$/.exec(spec.trim());
-  if (!match) throw new PolishError('INVALID_INPUT', `"${spec}" is not a model spec: use provider:model, e.g. anthropic:claude-sonnet-4-5, ollama:llama3.1 or scripted:answers.yaml`);
+  if (!match)
+    throw new PolishError(
+      'INVALID_INPUT',
+      `"${spec}" is not a model spec: use provider:model, e.g. anthropic:claude-sonnet-4-5, ollama:llama3.1 or scripted:answers.yaml`,
+    );
   const [, provider, rest = ''] = match;
   if (provider === 'scripted') return { provider: 'scripted', script: rest };
   const at = rest.indexOf('@');
@@ -25,11 +32,18 @@ export function parseModelSpec(spec: string, extra: Partial<Pick<ModelSettings &
       : provider === 'anthropic' || provider === 'openai'
         ? { provider, model, ...(baseURL ? { baseURL } : {}), ...extra }
         : undefined;
-  if (!candidate) throw new PolishError('INVALID_INPUT', `unknown provider "${provider}" in "${spec}" (providers: anthropic, openai, ollama, scripted)`);
+  if (!candidate)
+    throw new PolishError(
+      'INVALID_INPUT',
+      `unknown provider "${provider}" in "${spec}" (providers: anthropic, openai, ollama, scripted)`,
+    );
   const parsed = ModelSettingsSchema.safeParse(candidate);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new PolishError('INVALID_INPUT', `"${spec}": ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`);
+    throw new PolishError(
+      'INVALID_INPUT',
+      `"${spec}": ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`,
+    );
   }
   return parsed.data;
 }

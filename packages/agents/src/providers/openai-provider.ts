@@ -55,7 +55,10 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       ],
       response_format:
         jsonMode === 'json_schema'
-          ? { type: 'json_schema', json_schema: { name: `${request.role}_answer`, schema: request.jsonSchema, strict: false } }
+          ? {
+              type: 'json_schema',
+              json_schema: { name: `${request.role}_answer`, schema: request.jsonSchema, strict: false },
+            }
           : { type: 'json_object' },
     });
 

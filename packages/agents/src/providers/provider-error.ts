@@ -36,7 +36,10 @@ export function modelError(
     reason = `${prefix} refused access (403${type ? ` ${type}` : ''})`;
   } else if (sdkError?.status === 404) {
     reason = `${prefix} does not know this model or endpoint (404): ${detail}`;
-  } else if (sdkError?.status !== undefined && (sdkError.status >= 500 || sdkError.status === 429 || sdkError.status === 408 || sdkError.status === 409)) {
+  } else if (
+    sdkError?.status !== undefined &&
+    (sdkError.status >= 500 || sdkError.status === 429 || sdkError.status === 408 || sdkError.status === 409)
+  ) {
     reason = `${prefix} answered ${sdkError.status}${type ? ` ${type}` : ''} after ${attempts}: ${detail}`;
   } else if (sdkError?.status !== undefined) {
     reason = `${prefix} rejected the request (${sdkError.status}${type ? ` ${type}` : ''}): ${detail}`;
@@ -45,4 +48,3 @@ export function modelError(
   }
   return new PolishError('MODEL_ERROR', reason, { cause: error, retryable: false });
 }
-

@@ -29,7 +29,10 @@ const RuleSchema = z
     /** Wait until this file exists before answering: lets a test decide when a "model" answers. */
     hold_until_file: z.string().min(1).optional(),
   })
-  .refine((rule) => (rule.answer === undefined) !== (rule.answers === undefined), 'a rule has exactly one of answer or answers');
+  .refine(
+    (rule) => (rule.answer === undefined) !== (rule.answers === undefined),
+    'a rule has exactly one of answer or answers',
+  );
 
 /**
  * A scripted model's answers, per role, as an ordered list of rules: the first rule whose
@@ -65,7 +68,10 @@ export function loadScriptFile(path: string): ScriptFile {
   const parsed = ScriptFileSchema.safeParse(document);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new PolishError('INVALID_INPUT', `script: ${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    throw new PolishError(
+      'INVALID_INPUT',
+      `script: ${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
+    );
   }
   return { name: parsed.data.name ?? path.split('/').at(-1) ?? path, ...parsed.data };
 }

@@ -13,7 +13,13 @@ const tokens = (text: string) => Math.ceil(text.length / 4);
 
 function scriptedUsage(request: ModelRequest, answer: string): Usage {
   const prompt = request.system + request.messages.map((message) => textOf(message.content)).join('');
-  return { input_tokens: tokens(prompt), output_tokens: tokens(answer), cache_read_tokens: 0, cache_write_tokens: 0, model_calls: 1 };
+  return {
+    input_tokens: tokens(prompt),
+    output_tokens: tokens(answer),
+    cache_read_tokens: 0,
+    cache_write_tokens: 0,
+    model_calls: 1,
+  };
 }
 
 function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): boolean {
@@ -22,8 +28,12 @@ function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): 
   const artifact =
     typeof payload.artifact === 'string'
       ? payload.artifact
-      : Object.entries((payload.artifact ?? {}) as Record<string, string>).map(([path, content]) => `${path}\n${content}`).join('\n');
-  const history = Array.isArray(payload.history) ? (payload.history as { plan_summary: string; critique: string }[]) : [];
+      : Object.entries((payload.artifact ?? {}) as Record<string, string>)
+          .map(([path, content]) => `${path}\n${content}`)
+          .join('\n');
+  const history = Array.isArray(payload.history)
+    ? (payload.history as { plan_summary: string; critique: string }[])
+    : [];
   const goal = typeof payload.goal === 'string' ? payload.goal : '';
   const gaps = Array.isArray(payload.blocking_gaps) ? payload.blocking_gaps.map(String) : [];
   return (
@@ -32,7 +42,8 @@ function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): 
     (when.goal_contains === undefined || goal.includes(when.goal_contains)) &&
     (when.gaps_contain === undefined || gaps.some((gap) => gap.includes(when.gaps_contain ?? ''))) &&
     (when.history_length === undefined || history.length === when.history_length) &&
-    (when.history_contains === undefined || history.some((cycle) => `${cycle.plan_summary}\n${cycle.critique}`.includes(when.history_contains ?? '')))
+    (when.history_contains === undefined ||
+      history.some((cycle) => `${cycle.plan_summary}\n${cycle.critique}`.includes(when.history_contains ?? '')))
   );
 }
 

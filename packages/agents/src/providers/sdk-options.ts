@@ -16,6 +16,11 @@ export function sdkOptions(options: SdkProviderOptions) {
   return {
     timeoutMs,
     maxRetries,
-    client: { apiKey: options.apiKey, ...(options.baseURL ? { baseURL: options.baseURL } : {}), timeout: timeoutMs, maxRetries },
+    client: {
+      apiKey: options.apiKey,
+      ...(options.baseURL ? { baseURL: options.baseURL } : {}),
+      timeout: timeoutMs,
+      maxRetries,
+    },
   };
 }

@@ -27,11 +27,23 @@ function syntheticTask(role: TaskRole): TaskEnvelope {
     case 'evaluate':
       return { ...common, role, payload: { artifact: 'warm-up artifact', criteria } };
     case 'revise':
-      return { ...common, role, payload: { artifact: 'warm-up artifact', blocking_gaps: ['C1: warm-up gap'], goal: 'warm-up goal' } };
+      return {
+        ...common,
+        role,
+        payload: { artifact: 'warm-up artifact', blocking_gaps: ['C1: warm-up gap'], goal: 'warm-up goal' },
+      };
     case 'par.plan':
-      return { ...common, role, payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [] } };
+      return {
+        ...common,
+        role,
+        payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [] },
+      };
     case 'par.act':
-      return { ...common, role, payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [], plan: parPlan } };
+      return {
+        ...common,
+        role,
+        payload: { goal: 'warm-up goal', acceptance_criteria: acceptance, artifact: files, history: [], plan: parPlan },
+      };
     case 'par.review':
       return { ...common, role, payload: { artifact: files, acceptance_criteria: acceptance } };
     case 'par.command':
@@ -53,7 +65,10 @@ export async function warmUp(role: TaskRole, connection: NatsConnection, inboxPr
   const subscription = connection.subscribe(subject, { max: 1 });
   const served = (async () => {
     for await (const message of subscription) {
-      const reply = await handleTask(message.json(), createScriptedProvider(() => ANSWERS[role]));
+      const reply = await handleTask(
+        message.json(),
+        createScriptedProvider(() => ANSWERS[role]),
+      );
       message.respond(JSON.stringify(reply));
     }
   })();

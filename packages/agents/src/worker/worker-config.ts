@@ -6,7 +6,11 @@ import { ModelSettingsSchema } from '../providers/model-settings.js';
 export const WORKER_CONFIG_ENV = 'POLISH_WORKER_CONFIG';
 
 /** A NATS user: a worker connects as its role's user, with its role's own inbox prefix. */
-export const NatsAuthSchema = z.strictObject({ user: z.string().min(1), pass: z.string().min(1), inboxPrefix: z.string().min(1) });
+export const NatsAuthSchema = z.strictObject({
+  user: z.string().min(1),
+  pass: z.string().min(1),
+  inboxPrefix: z.string().min(1),
+});
 export type NatsAuth = z.infer<typeof NatsAuthSchema>;
 
 /** What a worker process is told by its host: where NATS is, its role, its model. */

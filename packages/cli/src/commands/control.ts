@@ -17,16 +17,24 @@ export interface ControlFlags {
 
 async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Promise<T>): Promise<T> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
-  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
+  if (!natsUrl)
+    throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
   let connection: NatsConnection;
   try {
-    connection = await connect({ servers: natsServers(natsUrl), name: `polish-client-${process.pid}`, ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client) });
+    connection = await connect({
+      servers: natsServers(natsUrl),
+      name: `polish-client-${process.pid}`,
+      ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client),
+    });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }
   try {
     const client = createRunClient(connection);
-    if (!(await client.available())) throw new SetupError(`no polish run service answers on ${natsUrl}: start one with \`polish serve --nats ${natsUrl}\``);
+    if (!(await client.available()))
+      throw new SetupError(
+        `no polish run service answers on ${natsUrl}: start one with \`polish serve --nats ${natsUrl}\``,
+      );
     return await use(client);
   } finally {
     await connection.drain();
@@ -43,10 +51,16 @@ function print(flags: ControlFlags, value: RunSummary | RunSummary[]) {
 }
 
 /** `polish status [runId]`, `polish list`, `polish cancel|resume runId`, `polish extend runId --cap N`. */
-export async function controlCommand(operation: 'status' | 'list' | 'cancel' | 'resume' | 'extend', runId: string | undefined, flags: ControlFlags): Promise<number> {
-  if (operation !== 'list' && operation !== 'status' && !runId) throw new InputError('runId', `required: polish ${operation} <runId>`);
+export async function controlCommand(
+  operation: 'status' | 'list' | 'cancel' | 'resume' | 'extend',
+  runId: string | undefined,
+  flags: ControlFlags,
+): Promise<number> {
+  if (operation !== 'list' && operation !== 'status' && !runId)
+    throw new InputError('runId', `required: polish ${operation} <runId>`);
   const cap = operation === 'extend' ? parseWholeNumber('cap', flags.cap, 2, 8) : undefined;
-  if (operation === 'extend' && cap === undefined) throw new InputError('cap', 'required: polish extend <runId> --cap N (up to 8)');
+  if (operation === 'extend' && cap === undefined)
+    throw new InputError('cap', 'required: polish extend <runId> --cap N (up to 8)');
   return withClient(flags, async (client) => {
     if (operation === 'list' || (operation === 'status' && !runId)) print(flags, await client.list());
     else if (operation === 'status') print(flags, await client.status(runId as string));

@@ -13,7 +13,10 @@ import { join } from 'node:path';
 function pacedScript(path: string, delayMs: number): string {
   const script = loadScriptFile(path);
   const paced = Object.fromEntries(
-    Object.entries(script).map(([key, rules]) => [key, Array.isArray(rules) ? rules.map((rule) => ({ ...rule, delay_ms: delayMs })) : rules]),
+    Object.entries(script).map(([key, rules]) => [
+      key,
+      Array.isArray(rules) ? rules.map((rule) => ({ ...rule, delay_ms: delayMs })) : rules,
+    ]),
   );
   const file = join(mkdtempSync(join(tmpdir(), 'polish-demo-')), 'script.json');
   writeFileSync(file, JSON.stringify({ ...paced, name: 'demo' }));
@@ -35,5 +38,7 @@ export async function demoCommand(flags: TopologyFlags & InspectFlags & { json?:
   const models = resolveModels({ model: `scripted:${script}` }, {});
   const topology = readTopology(flags);
   const inspect = watched ? { ...flags, waitForViewerMs: 60_000 } : flags;
-  return executeRun(spec, { ...topology, models: models.byRole }, models.prices, inspect, (result) => emitResult(result, flags));
+  return executeRun(spec, { ...topology, models: models.byRole }, models.prices, inspect, (result) =>
+    emitResult(result, flags),
+  );
 }

@@ -6,9 +6,15 @@ import { SetupError } from '../setup-error.js';
 import { authOf, readCredentials } from '../nats-auth.js';
 
 /** `polish inspect`: serves the inspector page for every run on a NATS until Ctrl-C or SIGTERM. */
-export async function inspectCommand(flags: { nats?: string; port?: string; host?: string; credentials?: string }): Promise<number> {
+export async function inspectCommand(flags: {
+  nats?: string;
+  port?: string;
+  host?: string;
+  credentials?: string;
+}): Promise<number> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
-  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL (the NATS your runs use)');
+  if (!natsUrl)
+    throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL (the NATS your runs use)');
   const port = parseWholeNumber('port', flags.port, 0, 65535) ?? 4800;
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const inspector = await startInspector({

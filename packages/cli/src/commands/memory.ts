@@ -21,7 +21,9 @@ function readJson(path: string): unknown {
   try {
     text = readFileSync(path, 'utf8');
   } catch (error) {
-    throw new MemoryProposalError(`cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new MemoryProposalError(
+      `cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
   try {
     return JSON.parse(text);
@@ -42,14 +44,26 @@ function refusing(command: string, run: () => number): number {
 }
 
 /** `polish memory propose`: records a proposal and prints it. */
-export function memoryProposeCommand(flags: { sourceTask?: string; operation?: string; target?: string; summary?: string; evidence?: string[]; coord?: string }): number {
+export function memoryProposeCommand(flags: {
+  sourceTask?: string;
+  operation?: string;
+  target?: string;
+  summary?: string;
+  evidence?: string[];
+  coord?: string;
+}): number {
   const { sourceTask, operation, target, summary } = flags;
   if (!sourceTask) throw new InputError('source-task', 'required: --source-task TASK');
   if (!operation) throw new InputError('operation', 'required: --operation add|update|remove');
   if (!target) throw new InputError('target', 'required: --target REF');
   if (!summary) throw new InputError('summary', 'required: --summary TEXT');
   // The operation is checked by commander's choices and again by the proposal schema.
-  const action = { operation: operation as MemoryAction['operation'], target_ref: target, summary, evidence_refs: flags.evidence ?? [] };
+  const action = {
+    operation: operation as MemoryAction['operation'],
+    target_ref: target,
+    summary,
+    evidence_refs: flags.evidence ?? [],
+  };
   return refusing('propose', () => {
     const proposal = proposeMemory(flags.coord ?? DEFAULT_COORD, { source_task: sourceTask, action });
     process.stdout.write(`${JSON.stringify(proposal, null, 2)}\n`);
@@ -70,7 +84,9 @@ export function memoryListCommand(flags: { coord?: string; json?: boolean; polic
     } else {
       for (const { proposal_id, state, action } of proposals) {
         const summary = action.summary.split('\n')[0] ?? '';
-        process.stdout.write(`${proposal_id}  ${state.padEnd(8)}  ${action.operation.padEnd(6)}  ${action.target_ref}  ${summary.length > 80 ? `${summary.slice(0, 79)}…` : summary}\n`);
+        process.stdout.write(
+          `${proposal_id}  ${state.padEnd(8)}  ${action.operation.padEnd(6)}  ${action.target_ref}  ${summary.length > 80 ? `${summary.slice(0, 79)}…` : summary}\n`,
+        );
       }
       if (proposals.length === 0) process.stdout.write('no memory proposals\n');
     }
@@ -80,23 +96,40 @@ export function memoryListCommand(flags: { coord?: string; json?: boolean; polic
 }
 
 /** `polish memory approve|reject <id>`: records a signed human decision. */
-export function memoryDecideCommand(decision: 'approve' | 'reject', id: string, flags: { policy?: string; keyId?: string; rationale?: string; coord?: string }): number {
+export function memoryDecideCommand(
+  decision: 'approve' | 'reject',
+  id: string,
+  flags: { policy?: string; keyId?: string; rationale?: string; coord?: string },
+): number {
   const { policy, keyId, rationale } = flags;
   if (!policy) throw new InputError('policy', 'required: --policy file.json');
-  if (!keyId) throw new InputError('key-id', 'required: --key-id KEY (a key of the policy, its secret in AGENT_COLLAB_HUMAN_KEYS_JSON)');
+  if (!keyId)
+    throw new InputError(
+      'key-id',
+      'required: --key-id KEY (a key of the policy, its secret in AGENT_COLLAB_HUMAN_KEYS_JSON)',
+    );
   if (!rationale) throw new InputError('rationale', 'required: --rationale TEXT');
   return refusing(decision, () => {
-    const decided = decideMemoryProposal(flags.coord ?? DEFAULT_COORD, id, { decision, keyId, rationale, policy: readJson(policy), secrets: humanKeysFrom() });
+    const decided = decideMemoryProposal(flags.coord ?? DEFAULT_COORD, id, {
+      decision,
+      keyId,
+      rationale,
+      policy: readJson(policy),
+      secrets: humanKeysFrom(),
+    });
     process.stdout.write(`${JSON.stringify(decided, null, 2)}\n`);
     return 0;
   });
 }
 
-const coordOption = (command: Command) => command.option('--coord <dir>', `the coordination folder (default ${DEFAULT_COORD})`);
+const coordOption = (command: Command) =>
+  command.option('--coord <dir>', `the coordination folder (default ${DEFAULT_COORD})`);
 
 /** `polish memory propose|list|approve|reject`: lessons for PAR, applied only with a recorded human approval. */
 export function registerMemoryCommands(program: Command): void {
-  const memory = program.command('memory').description('memory proposals: lessons recorded only as proposals, applied only with a signed human approval');
+  const memory = program
+    .command('memory')
+    .description('memory proposals: lessons recorded only as proposals, applied only with a signed human approval');
   coordOption(
     memory
       .command('propose')
@@ -105,7 +138,11 @@ export function registerMemoryCommands(program: Command): void {
       .addOption(new Option('--operation <op>', 'what to do at the target').choices(['add', 'update', 'remove']))
       .option('--target <ref>', 'where the lesson goes, e.g. docs/lessons.md#testing')
       .option('--summary <text>', 'the lesson (at most 2000 characters)')
-      .option('--evidence <ref>', 'an evidence reference (repeat for more)', (value: string, previous: string[] = []) => [...previous, value]),
+      .option(
+        '--evidence <ref>',
+        'an evidence reference (repeat for more)',
+        (value: string, previous: string[] = []) => [...previous, value],
+      ),
   ).action((flags) => {
     process.exitCode = memoryProposeCommand(flags);
   });
@@ -114,7 +151,7 @@ export function registerMemoryCommands(program: Command): void {
       .command('list')
       .description('list proposals and verify the event log; exit 2 when the log does not verify')
       .option('--json', 'print JSON')
-      .option('--policy <file>', 'also check every decision\'s signature (secrets from AGENT_COLLAB_HUMAN_KEYS_JSON)'),
+      .option('--policy <file>', "also check every decision's signature (secrets from AGENT_COLLAB_HUMAN_KEYS_JSON)"),
   ).action((flags) => {
     process.exitCode = memoryListCommand(flags);
   });
@@ -122,7 +159,9 @@ export function registerMemoryCommands(program: Command): void {
     coordOption(
       memory
         .command(decision)
-        .description(`${decision} a proposal with a signed human decision (key secret from AGENT_COLLAB_HUMAN_KEYS_JSON)`)
+        .description(
+          `${decision} a proposal with a signed human decision (key secret from AGENT_COLLAB_HUMAN_KEYS_JSON)`,
+        )
         .argument('<id>', 'the proposal id (mp-…)')
         .option('--policy <file>', 'agent-policy-1 JSON file whose key_hashes hold the key')
         .option('--key-id <key>', 'the human key that signs the decision')

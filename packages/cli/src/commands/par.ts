@@ -62,28 +62,39 @@ function workspaceOf(flags: ParCommonFlags): string {
 
 function topicOf(flags: ParCommonFlags): string {
   if (!flags.topic) throw new InputError('topic', 'required: --topic name (lower-case letters, digits, - and _)');
-  if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(flags.topic)) throw new InputError('topic', `"${flags.topic}" is not a topic: lower-case letters, digits, - and _ (at most 64)`);
+  if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(flags.topic))
+    throw new InputError('topic', `"${flags.topic}" is not a topic: lower-case letters, digits, - and _ (at most 64)`);
   return flags.topic;
 }
 
 function critiqueOf(flags: ParRunFlags): CritiqueSourceSpec {
   const timeout = flags.critiqueTimeout === undefined ? 300 : Number(flags.critiqueTimeout);
-  if (!Number.isFinite(timeout) || timeout <= 0 || timeout > 3600) throw new InputError('critique-timeout', `must be seconds from 0 to 3600, got "${flags.critiqueTimeout}"`);
+  if (!Number.isFinite(timeout) || timeout <= 0 || timeout > 3600)
+    throw new InputError('critique-timeout', `must be seconds from 0 to 3600, got "${flags.critiqueTimeout}"`);
   switch (flags.critique) {
     case 'command':
-      if (!flags.command) throw new InputError('command', 'required with --critique command: the shell command that checks the artifact (e.g. "npm test")');
+      if (!flags.command)
+        throw new InputError(
+          'command',
+          'required with --critique command: the shell command that checks the artifact (e.g. "npm test")',
+        );
       return { kind: 'command', command: flags.command, timeout_seconds: timeout };
     case 'score': {
-      if (!flags.command) throw new InputError('command', 'required with --critique score: a command that prints a number');
+      if (!flags.command)
+        throw new InputError('command', 'required with --critique score: a command that prints a number');
       const threshold = Number(flags.threshold);
-      if (flags.threshold === undefined || !Number.isFinite(threshold)) throw new InputError('threshold', 'required with --critique score: the lowest passing score');
+      if (flags.threshold === undefined || !Number.isFinite(threshold))
+        throw new InputError('threshold', 'required with --critique score: the lowest passing score');
       return { kind: 'score', command: flags.command, threshold, timeout_seconds: timeout };
     }
     case 'review':
     case 'self':
       return { kind: flags.critique };
     default:
-      throw new InputError('critique', `required: command, review, score or self (got ${flags.critique === undefined ? 'nothing' : `"${flags.critique}"`})`);
+      throw new InputError(
+        'critique',
+        `required: command, review, score or self (got ${flags.critique === undefined ? 'nothing' : `"${flags.critique}"`})`,
+      );
   }
 }
 
@@ -111,11 +122,13 @@ function taskInputOf(flags: ParRunFlags, topic: string): ParTaskFileInput | null
 
 /** The roles a task needs workers for: the agent, and its critique source's role. */
 function rolesFor(critique: CritiqueSourceSpec): TaskRole[] {
-  const critiqueRole: TaskRole[] = critique.kind === 'review' ? ['par.review'] : critique.kind === 'self' ? [] : ['par.command'];
+  const critiqueRole: TaskRole[] =
+    critique.kind === 'review' ? ['par.review'] : critique.kind === 'self' ? [] : ['par.command'];
   return ['par.plan', 'par.act', ...critiqueRole];
 }
 
-const asInputError = (error: unknown) => (error instanceof ParInputError || error instanceof PolicyInputError ? new InputError('par', error.message) : error);
+const asInputError = (error: unknown) =>
+  error instanceof ParInputError || error instanceof PolicyInputError ? new InputError('par', error.message) : error;
 
 /** Runs (or resumes) a topic over NATS and reports how it ended. */
 async function execute(workspace: string, topic: string, flags: ParCommonFlags): Promise<number> {
@@ -172,9 +185,14 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
 function report(result: ParRunResult, flags: ParCommonFlags): void {
   const topic = result.topic;
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  log(`polish: par ${topic}: ${result.final_status.toUpperCase()} after ${result.cycles} cycle${result.cycles === 1 ? '' : 's'}: ${result.reason}`);
+  log(
+    `polish: par ${topic}: ${result.final_status.toUpperCase()} after ${result.cycles} cycle${result.cycles === 1 ? '' : 's'}: ${result.reason}`,
+  );
   if (result.final_status === 'needs-human') {
-    for (const gate of result.pending_gates) log(`polish: waiting for a human decision: polish par decide --topic ${topic} --gate ${gate} --approve|--decline|--revise --key-id <key> --rationale "…"`);
+    for (const gate of result.pending_gates)
+      log(
+        `polish: waiting for a human decision: polish par decide --topic ${topic} --gate ${gate} --approve|--decline|--revise --key-id <key> --rationale "…"`,
+      );
   }
   if (result.final_status === 'checkpoint') log(`polish: continue with: polish par resume --topic ${topic}`);
   log(`polish: report: ${result.files.final}`);
@@ -217,7 +235,8 @@ export function parDecideCommand(flags: ParDecideFlags): number {
   const chosen = (['approve', 'decline', 'revise'] as const).filter((decision) => flags[decision]);
   if (chosen.length !== 1) throw new InputError('decision', 'pass exactly one of --approve, --decline, --revise');
   if (!flags.gate) throw new InputError('gate', 'required: --gate <criterion id>');
-  if (!flags.keyId) throw new InputError('key-id', 'required: --key-id <id> (its secret is read from AGENT_COLLAB_HUMAN_KEYS_JSON)');
+  if (!flags.keyId)
+    throw new InputError('key-id', 'required: --key-id <id> (its secret is read from AGENT_COLLAB_HUMAN_KEYS_JSON)');
   if (!flags.rationale?.trim()) throw new InputError('rationale', 'required: --rationale "why"');
   try {
     const record = recordHumanDecision(
@@ -227,7 +246,9 @@ export function parDecideCommand(flags: ParDecideFlags): number {
       humanKeysFrom(),
       new Date(),
     );
-    log(`polish: recorded ${record.decision} of gate ${record.gate} by ${record.actor}; continue with: polish par resume --topic ${topic}`);
+    log(
+      `polish: recorded ${record.decision} of gate ${record.gate} by ${record.actor}; continue with: polish par resume --topic ${topic}`,
+    );
     return 0;
   } catch (error) {
     throw asInputError(error);

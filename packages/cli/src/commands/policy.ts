@@ -1,6 +1,13 @@
 import { readFileSync } from 'node:fs';
 import { basename, extname } from 'node:path';
-import { canonicalJson, evaluatePolicy, failClosed, humanKeysFrom, validatePolicy, PolicyInputError } from '@polish/orchestrator';
+import {
+  canonicalJson,
+  evaluatePolicy,
+  failClosed,
+  humanKeysFrom,
+  validatePolicy,
+  PolicyInputError,
+} from '@polish/orchestrator';
 import { createHash } from 'node:crypto';
 import { InputError } from '../input-error.js';
 

@@ -1,6 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { PolishError, RunEventSchema, eventsSubject, type RunResult, type RunSpec, natsServers } from '@polish/protocol';
+import {
+  PolishError,
+  RunEventSchema,
+  eventsSubject,
+  type RunResult,
+  type RunSpec,
+  natsServers,
+} from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
 import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
@@ -43,7 +50,9 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
   const pool = parseWholeNumber('pool', flags.pool, 1, 64);
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000);
   if (natsUrl && (pool !== undefined || reuse !== undefined || flags.stateDir)) {
-    log('polish: note: --pool, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`');
+    log(
+      'polish: note: --pool, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`',
+    );
   }
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
@@ -124,7 +133,8 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
   const shipped = result.status === 'CONVERGED' || result.status === 'CAP_REACHED';
   if (shipped && flags.out) writeFileAtomic(flags.out, result.artifact);
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  else if (shipped && !flags.out) process.stdout.write(result.artifact.endsWith('\n') ? result.artifact : `${result.artifact}\n`);
+  else if (shipped && !flags.out)
+    process.stdout.write(result.artifact.endsWith('\n') ? result.artifact : `${result.artifact}\n`);
   if (result.status === 'CAP_REACHED') {
     log(`polish: cap reached; best version is iteration ${result.best_iteration}, remaining gaps:`);
     for (const gap of result.remaining_gaps) log(`  ${gap}`);
@@ -137,7 +147,12 @@ export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'jso
  * Submits a validated spec to the `polish serve` on this NATS and follows its events until it
  * ends. Ctrl-C cancels the run there. The run survives this process: `polish status <runId>`.
  */
-async function submitRun(spec: RunSpec, natsUrl: string, connection: NatsConnection, client: RunClient): Promise<RunResult> {
+async function submitRun(
+  spec: RunSpec,
+  natsUrl: string,
+  connection: NatsConnection,
+  client: RunClient,
+): Promise<RunResult> {
   const runId = randomUUID();
   log(`polish: submitting run ${runId} to the polish run service on ${natsUrl}`);
   const reporter = createProgressReporter();
@@ -178,13 +193,20 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   const topology = readTopology(flags);
   if (topology.natsUrl && !flags.local) {
     // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
-    const connection = await connect({ servers: natsServers(topology.natsUrl), name: `polish-run-${process.pid}`, ...connectOptionsOf(topology.credentials?.client) }).catch((error: Error) => {
+    const connection = await connect({
+      servers: natsServers(topology.natsUrl),
+      name: `polish-run-${process.pid}`,
+      ...connectOptionsOf(topology.credentials?.client),
+    }).catch((error: Error) => {
       throw new SetupError(`cannot connect to NATS at ${topology.natsUrl}: ${error.message}`);
     });
     try {
       const client = createRunClient(connection);
       if (await client.available()) {
-        if (inspectModeOf(flags)) log(`polish: note: the run goes to the polish run service; watch it with \`polish inspect --nats ${topology.natsUrl}\``);
+        if (inspectModeOf(flags))
+          log(
+            `polish: note: the run goes to the polish run service; watch it with \`polish inspect --nats ${topology.natsUrl}\``,
+          );
         return emitResult(await submitRun(spec, topology.natsUrl, connection, client), flags);
       }
     } finally {
@@ -193,13 +215,22 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   }
   // With --nats the workers run elsewhere with their own models and keys; prices still apply.
   const models = topology.natsUrl ? undefined : resolveModels(flags);
-  if (topology.natsUrl && (flags.model || flags.criteriaModel || flags.evaluatorModel || flags.reviserModel || flags.script)) {
+  if (
+    topology.natsUrl &&
+    (flags.model || flags.criteriaModel || flags.evaluatorModel || flags.reviserModel || flags.script)
+  ) {
     log('polish: note: model flags apply to the workers; with --nats they were set where `polish worker` runs');
   }
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const prices = models?.prices ?? resolvePrices(flags);
   try {
-    return await executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices, flags, (result) => emitResult(result, flags));
+    return await executeRun(
+      spec,
+      { ...topology, ...(models ? { models: models.byRole } : {}) },
+      prices,
+      flags,
+      (result) => emitResult(result, flags),
+    );
   } catch (error) {
     if (error instanceof PolishError && error.code === 'INVALID_INPUT') throw new InputError('spec', error.message);
     throw error;

@@ -1,7 +1,13 @@
 import { natsServers } from '@polish/protocol';
 import { hostname } from 'node:os';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
-import { acquireOwnerLease, createNatsDispatcher, createRunManager, openRunStore, startRunService } from '@polish/orchestrator';
+import {
+  acquireOwnerLease,
+  createNatsDispatcher,
+  createRunManager,
+  openRunStore,
+  startRunService,
+} from '@polish/orchestrator';
 import { connectOptionsOf, readCredentials } from '../nats-auth.js';
 import { createNatsStatelyInspector } from '@polish/inspector';
 import { InputError } from '../input-error.js';
@@ -41,7 +47,13 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
     // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
     // learns the other servers from the one it reached, and moves to one of them if it goes.
     const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
-    connection = await connect({ servers, name: `polish-serve-${owner}`, maxReconnectAttempts: -1, reconnectTimeWait: 250, ...connectOptionsOf(credentials?.orchestrator) });
+    connection = await connect({
+      servers,
+      name: `polish-serve-${owner}`,
+      maxReconnectAttempts: -1,
+      reconnectTimeWait: 250,
+      ...connectOptionsOf(credentials?.orchestrator),
+    });
   } catch (error) {
     throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
   }
@@ -67,10 +79,17 @@ async function serveOn(
   connection: NatsConnection,
   natsUrl: string,
   owner: string,
-  { taskTimeoutMs, workerWaitMs, replicas }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined; replicas: number },
+  {
+    taskTimeoutMs,
+    workerWaitMs,
+    replicas,
+  }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined; replicas: number },
 ): Promise<number> {
   const store = await openRunStore(connection, undefined, { replicas }).catch((error: Error) => {
-    const hint = replicas > 1 ? `is JetStream enabled, in a cluster of at least ${replicas} servers?` : 'is JetStream enabled? nats-server -js';
+    const hint =
+      replicas > 1
+        ? `is JetStream enabled, in a cluster of at least ${replicas} servers?`
+        : 'is JetStream enabled? nats-server -js';
     throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (${hint}): ${error.message}`);
   });
   // One process per orchestrator name: it alone resumes that name's runs.
@@ -90,8 +109,10 @@ async function serveOn(
     inspect: (runId) => createNatsStatelyInspector(connection, runId).inspect,
     onEvent: (event) => {
       if (event.type === 'run.started') log(`run ${event.runId}: started`);
-      if (event.type === 'iteration.evaluated') log(`run ${event.runId}: iteration ${event.iteration}: ${event.passed}/${event.total} pass`);
-      if (event.type === 'run.finished') log(`run ${event.runId}: ${event.status} after ${event.iterations} iterations`);
+      if (event.type === 'iteration.evaluated')
+        log(`run ${event.runId}: iteration ${event.iteration}: ${event.passed}/${event.total} pass`);
+      if (event.type === 'run.finished')
+        log(`run ${event.runId}: ${event.status} after ${event.iterations} iterations`);
     },
   });
   // Resume first, then take requests: a cancel or resume must not race with the resuming.
@@ -99,7 +120,9 @@ async function serveOn(
   if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);
   for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
   const service = await startRunService(connection, manager, store);
-  log(`polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (polish.v1.run.*)`);
+  log(
+    `polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (polish.v1.run.*)`,
+  );
   log('polish serve: ready');
   const signal = await new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));

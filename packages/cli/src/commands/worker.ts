@@ -18,11 +18,15 @@ export interface WorkerFlags extends ModelFlags {
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
 function parseRoles(raw: string): TaskRole[] {
-  const roles = raw.split(',').map((role) => role.trim()).filter(Boolean);
+  const roles = raw
+    .split(',')
+    .map((role) => role.trim())
+    .filter(Boolean);
   if (roles.length === 0) throw new InputError('roles', 'name at least one role: criteria,evaluate,revise');
   return roles.map((role) => {
     const parsed = TaskRoleSchema.safeParse(role);
-    if (!parsed.success) throw new InputError('roles', `unknown role "${role}" (roles: ${TaskRoleSchema.options.join(', ')})`);
+    if (!parsed.success)
+      throw new InputError('roles', `unknown role "${role}" (roles: ${TaskRoleSchema.options.join(', ')})`);
     return parsed.data;
   });
 }
@@ -51,7 +55,9 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   });
   host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
   host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
-  host.on('task.done', ({ pid, role, taskId, ok }) => log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`));
+  host.on('task.done', ({ pid, role, taskId, ok }) =>
+    log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`),
+  );
   host.on('worker.exited', ({ pid, role, code, signal, crashed }) => {
     if (crashed) log(`worker ${pid} (${role}) died (${signal ?? `exit code ${code}`}); replacing it`);
   });

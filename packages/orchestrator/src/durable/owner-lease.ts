@@ -38,10 +38,12 @@ export async function acquireOwnerLease(store: RunStore, owner: string, log: (li
         `orchestrator "${owner}" is already running (pid ${lease?.pid} on ${lease?.hostname}); give this one another --id`,
       );
     }
-    if (!waited) log(`polish serve: waiting for the lease of "${owner}" to expire (a previous orchestrator of that name)`);
+    if (!waited)
+      log(`polish serve: waiting for the lease of "${owner}" to expire (a previous orchestrator of that name)`);
     await delay(LEASE_BEAT_MS / 2);
   }
-  const renew = () => store.put(leaseKey(owner), { pid: process.pid, hostname: hostname(), at: Date.now() } satisfies Lease);
+  const renew = () =>
+    store.put(leaseKey(owner), { pid: process.pid, hostname: hostname(), at: Date.now() } satisfies Lease);
   await renew();
   const timer = setInterval(() => void renew().catch(() => undefined), LEASE_BEAT_MS);
   timer.unref();

@@ -53,7 +53,10 @@ const tracer = trace.getTracer('@polish/orchestrator');
 /** A run may be taken over only when its owner is this orchestrator or is gone. */
 async function checkTakeover(store: RunStore, record: RunRecord, me: string, action: string): Promise<void> {
   if (record.owner !== me && (await ownerAlive(store, record.owner))) {
-    throw new PolishError('INVALID_INPUT', `run ${record.runId} belongs to orchestrator "${record.owner}", which is running: ${action} it there`);
+    throw new PolishError(
+      'INVALID_INPUT',
+      `run ${record.runId} belongs to orchestrator "${record.owner}", which is running: ${action} it there`,
+    );
   }
 }
 
@@ -98,13 +101,20 @@ function versionProblem(record: RunRecord): string | undefined {
  */
 export function createRunManager(options: RunManagerOptions): RunManager {
   const now = options.now ?? Date.now;
-  const active = new Map<string, { actor: Actor<typeof polishMachine>; result: Promise<RunResult>; stopping: boolean }>();
+  const active = new Map<
+    string,
+    { actor: Actor<typeof polishMachine>; result: Promise<RunResult>; stopping: boolean }
+  >();
 
   async function load(runId: string): Promise<RunRecord | undefined> {
     return options.store.get<RunRecord>(runKey(runId));
   }
 
-  function launch(runId: string, createdAt: number, start: { input: PolishInput } | { snapshot: unknown }): Promise<RunSummary> {
+  function launch(
+    runId: string,
+    createdAt: number,
+    start: { input: PolishInput } | { snapshot: unknown },
+  ): Promise<RunSummary> {
     // Snapshot writes are coalesced and strictly ordered; `persisted()` waits for the latest.
     let version = 0;
     let written = 0;
@@ -154,11 +164,22 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       persisted,
     };
     // The run's trace in this orchestrator (a resumed run starts a new one): each wave a child.
-    const span = tracer.startSpan('polish.run', { attributes: { 'polish.run_id': runId, 'polish.resumed': !('input' in start) } });
-    const machine = polishMachine.provide({ actors: createWaveActors({ dispatcher: options.dispatcher, report, ledger, traceContext: trace.setSpan(context.active(), span) }) });
+    const span = tracer.startSpan('polish.run', {
+      attributes: { 'polish.run_id': runId, 'polish.resumed': !('input' in start) },
+    });
+    const machine = polishMachine.provide({
+      actors: createWaveActors({
+        dispatcher: options.dispatcher,
+        report,
+        ledger,
+        traceContext: trace.setSpan(context.active(), span),
+      }),
+    });
     const inspect = options.inspect ? { inspect: options.inspect(runId) } : {};
     const actor =
-      'input' in start ? createActor(machine, { input: start.input, ...inspect }) : createActor(machine, { snapshot: start.snapshot as never, input: undefined as never, ...inspect });
+      'input' in start
+        ? createActor(machine, { input: start.input, ...inspect })
+        : createActor(machine, { snapshot: start.snapshot as never, input: undefined as never, ...inspect });
     const entry = { actor, result: undefined as unknown as Promise<RunResult>, stopping: false };
 
     const recordOf = (status: RunRecord['status'], result?: RunResult): RunRecord => {
@@ -177,11 +198,21 @@ export function createRunManager(options: RunManagerOptions): RunManager {
         ...(result ? { result } : {}),
       };
     };
-    actor.on('criteria.locked', (event) => report({ type: 'criteria.locked', criteria: event.criteria, extracted: event.extracted }));
-    actor.on('iteration.evaluated', ({ record }) =>
-      report({ type: 'iteration.evaluated', iteration: record.iteration, passed: record.passed, total: record.total, blocking_gaps: record.blocking_gaps }),
+    actor.on('criteria.locked', (event) =>
+      report({ type: 'criteria.locked', criteria: event.criteria, extracted: event.extracted }),
     );
-    actor.on('iteration.finished', ({ record }) => report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }));
+    actor.on('iteration.evaluated', ({ record }) =>
+      report({
+        type: 'iteration.evaluated',
+        iteration: record.iteration,
+        passed: record.passed,
+        total: record.total,
+        blocking_gaps: record.blocking_gaps,
+      }),
+    );
+    actor.on('iteration.finished', ({ record }) =>
+      report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }),
+    );
     let lastState = '';
     actor.subscribe((snapshot) => {
       // A stopped actor (orchestrator shutting down) is not a transition: its run stays resumable.
@@ -197,14 +228,22 @@ export function createRunManager(options: RunManagerOptions): RunManager {
           if (entry.stopping) return;
           const snapshot = actor.getSnapshot();
           const base = toRunResult(snapshot.value as PolishFinalState, snapshot.context);
-          const result: RunResult = options.prices ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) } : base;
+          const result: RunResult = options.prices
+            ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) }
+            : base;
           persist(recordOf(result.status, result));
           span.setAttributes({ 'polish.status': result.status, 'polish.iterations': result.iterations });
           span.end();
           void persisted()
             .then(() => {
               report(
-                { type: 'run.finished', status: result.status, iterations: result.iterations, usage: result.usage, ...(result.cost ? { cost: result.cost } : {}) },
+                {
+                  type: 'run.finished',
+                  status: result.status,
+                  iterations: result.iterations,
+                  usage: result.usage,
+                  ...(result.cost ? { cost: result.cost } : {}),
+                },
                 `${runId}.finished.${snapshot.context.spec.cap}`,
               );
               active.delete(runId);
@@ -241,7 +280,8 @@ export function createRunManager(options: RunManagerOptions): RunManager {
         const issue = parsed.error.issues[0];
         throw new PolishError('INVALID_INPUT', `${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`);
       }
-      if (active.has(runId) || (await load(runId))) throw new PolishError('INVALID_INPUT', `run ${runId} exists already`);
+      if (active.has(runId) || (await load(runId)))
+        throw new PolishError('INVALID_INPUT', `run ${runId} exists already`);
       report0(runId, { type: 'run.started', cap: parsed.data.cap, threshold: parsed.data.threshold });
       return launch(runId, now(), { input: { spec: parsed.data } });
     },
@@ -252,7 +292,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     async list() {
       const keys = await options.store.keys('run.');
       const records = await Promise.all(keys.map((key) => options.store.get<RunRecord>(key)));
-      return records.filter((record): record is RunRecord => Boolean(record)).map((record) => summaryOf(record, versionProblem(record)));
+      return records
+        .filter((record): record is RunRecord => Boolean(record))
+        .map((record) => summaryOf(record, versionProblem(record)));
     },
     async cancel(runId, reason = 'cancelled by the caller') {
       const running = active.get(runId);
@@ -263,22 +305,36 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       }
       const record = await load(runId);
       if (!record) throw notFound(runId);
-      if (record.status !== 'RUNNING') throw new PolishError('INVALID_INPUT', `run ${runId} has ended already (${record.status})`);
+      if (record.status !== 'RUNNING')
+        throw new PolishError('INVALID_INPUT', `run ${runId} has ended already (${record.status})`);
       await checkTakeover(options.store, record, options.owner, 'cancel');
       // Not running here (its orchestrator is gone): end it from its stored state, dispatching nothing.
       const context = (record.snapshot as { context?: PolishContext } | undefined)?.context;
-      if (!context) throw new PolishError('INVALID_INPUT', `run ${runId} has no state this orchestrator can read; cancel it with the polish that wrote it`);
+      if (!context)
+        throw new PolishError(
+          'INVALID_INPUT',
+          `run ${runId} has no state this orchestrator can read; cancel it with the polish that wrote it`,
+        );
       const result = toRunResult('cancelled', { ...context, failure: { code: 'CANCELLED', reason } });
       const cancelled: RunRecord = { ...record, status: 'CANCELLED', state: 'cancelled', updatedAt: now(), result };
       await options.store.put(runKey(runId), cancelled);
-      report0(runId, { type: 'run.finished', status: 'CANCELLED', iterations: result.iterations, usage: result.usage }, `${runId}.finished.${record.cap}`);
+      report0(
+        runId,
+        { type: 'run.finished', status: 'CANCELLED', iterations: result.iterations, usage: result.usage },
+        `${runId}.finished.${record.cap}`,
+      );
       return summaryOf(cancelled);
     },
     async extend(runId, cap) {
       const record = await load(runId);
       if (!record) throw notFound(runId);
-      if (record.status !== 'CAP_REACHED') throw new PolishError('INVALID_INPUT', `only a run that reached its cap can be extended; ${runId} is ${record.status}`);
-      if (cap <= record.cap) throw new PolishError('INVALID_INPUT', `cap: must be above the run's cap of ${record.cap}`);
+      if (record.status !== 'CAP_REACHED')
+        throw new PolishError(
+          'INVALID_INPUT',
+          `only a run that reached its cap can be extended; ${runId} is ${record.status}`,
+        );
+      if (cap <= record.cap)
+        throw new PolishError('INVALID_INPUT', `cap: must be above the run's cap of ${record.cap}`);
       if (active.has(runId)) throw new PolishError('INVALID_INPUT', `run ${runId} is being extended already`);
       await checkTakeover(options.store, record, options.owner, 'extend');
       const problem = versionProblem(record);
@@ -289,7 +345,8 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     async resume(runId) {
       const record = await load(runId);
       if (!record) throw notFound(runId);
-      if (record.status !== 'RUNNING') throw new PolishError('INVALID_INPUT', `run ${runId} has ended (${record.status}); nothing to resume`);
+      if (record.status !== 'RUNNING')
+        throw new PolishError('INVALID_INPUT', `run ${runId} has ended (${record.status}); nothing to resume`);
       if (!active.has(runId)) await checkTakeover(options.store, record, options.owner, 'resume');
       const summary = await restore(record);
       if (summary.problem) throw new PolishError('INVALID_INPUT', summary.problem);
@@ -303,7 +360,14 @@ export function createRunManager(options: RunManagerOptions): RunManager {
         // again; the stream drops it if it is there already (same message id, 10-minute window).
         if (summary.owner === options.owner && summary.result && summary.updatedAt > now() - 9 * 60_000) {
           const { result } = summary;
-          const event = { type: 'run.finished', status: result.status, iterations: result.iterations, usage: result.usage, runId: summary.runId, at: now() } as RunEvent;
+          const event = {
+            type: 'run.finished',
+            status: result.status,
+            iterations: result.iterations,
+            usage: result.usage,
+            runId: summary.runId,
+            at: now(),
+          } as RunEvent;
           await options.store.publishEvent(event, `${summary.runId}.finished.${summary.cap}`);
         }
         if (summary.status !== 'RUNNING' || summary.owner !== options.owner || active.has(summary.runId)) continue;

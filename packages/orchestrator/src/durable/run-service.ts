@@ -27,7 +27,9 @@ async function perform(manager: RunManager, operation: RunOperation, body: unkno
     }
     case 'status': {
       const run = await manager.status(RunIdRequestSchema.parse(body).runId);
-      return run ? { ok: true, run } : { ok: false, code: 'NOT_FOUND', message: `no run ${(body as { runId: string }).runId}` };
+      return run
+        ? { ok: true, run }
+        : { ok: false, code: 'NOT_FOUND', message: `no run ${(body as { runId: string }).runId}` };
     }
     case 'list':
       return { ok: true, runs: await manager.list() };
@@ -48,7 +50,11 @@ function failure(error: unknown): RunServiceReply {
   }
   if (error && typeof error === 'object' && 'issues' in error) {
     const issue = (error as { issues: { path: PropertyKey[]; message: string }[] }).issues[0];
-    return { ok: false, code: 'INVALID_INPUT', message: `${issue?.path.join('.') || 'request'}: ${issue?.message ?? 'invalid'}` };
+    return {
+      ok: false,
+      code: 'INVALID_INPUT',
+      message: `${issue?.path.join('.') || 'request'}: ${issue?.message ?? 'invalid'}`,
+    };
   }
   return { ok: false, code: 'INTERNAL', message: (error as Error)?.message ?? String(error) };
 }
@@ -96,7 +102,9 @@ export async function startRunService(
 export function createRunClient(connection: NatsConnection, options: { prefix?: string; timeoutMs?: number } = {}) {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const call = async (operation: RunOperation, body: unknown) => {
-    const message = await connection.request(runServiceSubject(operation, prefix), JSON.stringify(body), { timeout: options.timeoutMs ?? 30_000 });
+    const message = await connection.request(runServiceSubject(operation, prefix), JSON.stringify(body), {
+      timeout: options.timeoutMs ?? 30_000,
+    });
     const reply = RunServiceReplySchema.parse(await resolveArtifacts(connection, message.json(), prefix));
     if (!reply.ok) throw new PolishError(reply.code === 'INTERNAL' ? 'INTERNAL' : 'INVALID_INPUT', reply.message);
     return reply;

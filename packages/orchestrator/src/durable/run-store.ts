@@ -1,7 +1,13 @@
 import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
-import { jetstream, jetstreamManager, type JetStreamClient, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import {
+  jetstream,
+  jetstreamManager,
+  type JetStreamClient,
+  type JetStreamManager,
+  type StreamConfig,
+} from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, eventsSubject, type RunEvent } from '@polish/protocol';
@@ -57,10 +63,17 @@ function isTransient(error: unknown): boolean {
 }
 
 const isStreamNotFound = (error: unknown) =>
-  (error as Error)?.name === 'StreamNotFoundError' || (error as { code?: unknown })?.code === 10059 || /stream not found/i.test(String((error as Error)?.message));
+  (error as Error)?.name === 'StreamNotFoundError' ||
+  (error as { code?: unknown })?.code === 10059 ||
+  /stream not found/i.test(String((error as Error)?.message));
 
 /** Creates a stream with `replicas` copies, or raises those of an existing one to that many (never lowers them). */
-async function ensureStream(manager: JetStreamManager, config: Partial<StreamConfig> & { name: string }, replicas: number, create = true): Promise<void> {
+async function ensureStream(
+  manager: JetStreamManager,
+  config: Partial<StreamConfig> & { name: string },
+  replicas: number,
+  create = true,
+): Promise<void> {
   const info = await manager.streams.info(config.name).catch((error: unknown) => {
     if (create && isStreamNotFound(error)) return undefined;
     throw error;
@@ -88,16 +101,25 @@ async function retrying<T>(what: () => Promise<T>, closed: () => boolean = () =>
  * moved out of KV values into the Object Store under their SHA-256, so a record stays small
  * however large the artifact; reading puts them back.
  */
-export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_SUBJECT_PREFIX, options: RunStoreOptions = {}): Promise<RunStore> {
+export async function openRunStore(
+  connection: NatsConnection,
+  prefix = DEFAULT_SUBJECT_PREFIX,
+  options: RunStoreOptions = {},
+): Promise<RunStore> {
   const replicas = options.replicas ?? 1;
-  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5) throw new Error(`replicas must be a whole number from 1 to 5, got ${replicas}`);
+  if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5)
+    throw new Error(`replicas must be a whole number from 1 to 5, got ${replicas}`);
   const names = storeNames(prefix);
   const closing = () => connection.isClosed() || connection.isDraining();
   const retry = <T>(what: () => Promise<T>) => retrying(what, closing);
   const js: JetStreamClient = jetstream(connection);
   const manager = await jetstreamManager(connection);
   const eventSubjects = [`${prefix}.v${PROTOCOL_VERSION}.events.>`];
-  await ensureStream(manager, { name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 }, replicas);
+  await ensureStream(
+    manager,
+    { name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 },
+    replicas,
+  );
   // Both create their stream with these replicas, or open an existing one as it is.
   const kv: KV = await new Kvm(js).create(names.runs, { history: 1, replicas });
   const objects: ObjectStore = await new Objm(js).create(names.artifacts, { replicas });
@@ -115,7 +137,9 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
     }
     if (Array.isArray(value)) return Promise.all(value.map(externalize));
     if (value && typeof value === 'object') {
-      const entries = await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await externalize(inner)] as const));
+      const entries = await Promise.all(
+        Object.entries(value).map(async ([key, inner]) => [key, await externalize(inner)] as const),
+      );
       return Object.fromEntries(entries);
     }
     return value;
@@ -129,7 +153,9 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
         if (!bytes) throw new Error(`stored artifact ${reference} is missing from ${names.artifacts}`);
         return new TextDecoder().decode(bytes);
       }
-      const entries = await Promise.all(Object.entries(value).map(async ([key, inner]) => [key, await internalize(inner)] as const));
+      const entries = await Promise.all(
+        Object.entries(value).map(async ([key, inner]) => [key, await internalize(inner)] as const),
+      );
       return Object.fromEntries(entries);
     }
     return value;
@@ -160,8 +186,12 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
     },
     async events(runId) {
       // Creating a consumer needs a JetStream meta leader, which a cluster may be electing.
-      const consumer = await retry(() => js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) }));
-      const info = await retry(() => manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) }));
+      const consumer = await retry(() =>
+        js.consumers.get(names.events, { filter_subjects: eventsSubject(runId, prefix) }),
+      );
+      const info = await retry(() =>
+        manager.streams.info(names.events, { subjects_filter: eventsSubject(runId, prefix) }),
+      );
       const total = Object.values(info.state.subjects ?? {}).reduce((sum, count) => sum + count, 0);
       const found: RunEvent[] = [];
       if (total === 0) return found;
@@ -178,7 +208,11 @@ export async function openRunStore(connection: NatsConnection, prefix = DEFAULT_
  * Replaces Object Store references in a message (see RunStore.externalize) with their text,
  * opening the Object Store only if a reference is there: for clients of the run service.
  */
-export async function resolveArtifacts<T>(connection: NatsConnection, value: T, prefix = DEFAULT_SUBJECT_PREFIX): Promise<T> {
+export async function resolveArtifacts<T>(
+  connection: NatsConnection,
+  value: T,
+  prefix = DEFAULT_SUBJECT_PREFIX,
+): Promise<T> {
   let objects: ObjectStore | undefined;
   const resolve = async (inner: unknown): Promise<unknown> => {
     if (Array.isArray(inner)) return Promise.all(inner.map(resolve));
@@ -190,7 +224,9 @@ export async function resolveArtifacts<T>(connection: NatsConnection, value: T, 
         if (!bytes) throw new Error(`stored artifact ${reference} is missing`);
         return new TextDecoder().decode(bytes);
       }
-      return Object.fromEntries(await Promise.all(Object.entries(inner).map(async ([key, value]) => [key, await resolve(value)] as const)));
+      return Object.fromEntries(
+        await Promise.all(Object.entries(inner).map(async ([key, value]) => [key, await resolve(value)] as const)),
+      );
     }
     return inner;
   };

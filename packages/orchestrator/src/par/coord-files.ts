@@ -1,7 +1,13 @@
 import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, dirname, isAbsolute, join, relative } from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
-import { ParTaskFileSchema, WorkspacePathSchema, type ParAction, type ParFiles, type ParTaskFile } from '@polish/protocol';
+import {
+  ParTaskFileSchema,
+  WorkspacePathSchema,
+  type ParAction,
+  type ParFiles,
+  type ParTaskFile,
+} from '@polish/protocol';
 
 /** A PAR file is missing, unreadable or invalid: the message names the file and the problem. */
 export class ParInputError extends Error {
@@ -17,7 +23,12 @@ export const MAX_ARTIFACT_BYTES = 2 * 1024 * 1024;
 /** Where a topic's files live in a workspace. */
 export function coordPaths(workspace: string, topic: string) {
   const coord = join(workspace, '.coord');
-  return { coord, task: join(coord, `par_${topic}.yml`), final: join(coord, `par_${topic}_final.md`), evidence: join(coord, 'evidence') };
+  return {
+    coord,
+    task: join(coord, `par_${topic}.yml`),
+    final: join(coord, `par_${topic}_final.md`),
+    evidence: join(coord, 'evidence'),
+  };
 }
 
 /** A file reference in a task file: relative to the workspace unless absolute. */
@@ -40,7 +51,9 @@ function readText(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ParInputError(`${what}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+    throw new ParInputError(
+      `${what}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    );
   }
 }
 
@@ -71,7 +84,10 @@ export function readTaskFile(path: string): ParTaskFile {
 }
 
 export function writeTaskFile(path: string, task: ParTaskFile): void {
-  writeFileAtomic(path, `# polish plan-act-reflect task (schema_version 2); cycles are appended by polish\n${stringifyYaml(task, { lineWidth: 0 })}`);
+  writeFileAtomic(
+    path,
+    `# polish plan-act-reflect task (schema_version 2); cycles are appended by polish\n${stringifyYaml(task, { lineWidth: 0 })}`,
+  );
 }
 
 /**
@@ -116,10 +132,14 @@ function checkNoLinks(workspace: string, path: string): void {
     } catch {
       return; // Not there yet: it will be created as a real folder.
     }
-    if (isLink) throw new ParInputError(`the agent's change to ${path} goes through a symbolic link (${relative(workspace, folder)}): refused`);
+    if (isLink)
+      throw new ParInputError(
+        `the agent's change to ${path} goes through a symbolic link (${relative(workspace, folder)}): refused`,
+      );
   }
   try {
-    if (lstatSync(join(workspace, path)).isSymbolicLink()) throw new ParInputError(`the agent's change to ${path} would replace a symbolic link: refused`);
+    if (lstatSync(join(workspace, path)).isSymbolicLink())
+      throw new ParInputError(`the agent's change to ${path} would replace a symbolic link: refused`);
   } catch (error) {
     if (error instanceof ParInputError) throw error;
   }

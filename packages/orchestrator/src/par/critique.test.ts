@@ -1,7 +1,12 @@
 import { describe, expect, it } from 'vitest';
 import { judgeCritique, lastNumber } from './critique.js';
 
-const ran = (exit_code: number | null, output_tail: string, timed_out = false) => ({ exit_code, timed_out, output_tail, duration_ms: 5 });
+const ran = (exit_code: number | null, output_tail: string, timed_out = false) => ({
+  exit_code,
+  timed_out,
+  output_tail,
+  duration_ms: 5,
+});
 const command = { kind: 'command' as const, command: 'npm test', timeout_seconds: 60 };
 const score = { kind: 'score' as const, command: 'node score.js', threshold: 0.8, timeout_seconds: 60 };
 
@@ -9,7 +14,10 @@ describe('judging a critique', () => {
   it('a command passes on exit 0 only; a timeout is a failure; a command that could not start is an error', () => {
     expect(judgeCritique(command, { kind: 'command', result: ran(0, 'ok') }).verdict).toBe('pass');
     expect(judgeCritique(command, { kind: 'command', result: ran(1, 'FAIL x') }).verdict).toBe('fail');
-    expect(judgeCritique(command, { kind: 'command', result: ran(null, '', true) })).toMatchObject({ verdict: 'fail', summary: expect.stringContaining('timed out after 60 s') });
+    expect(judgeCritique(command, { kind: 'command', result: ran(null, '', true) })).toMatchObject({
+      verdict: 'fail',
+      summary: expect.stringContaining('timed out after 60 s'),
+    });
     expect(judgeCritique(command, { kind: 'command', result: ran(null, 'spawn failed') }).verdict).toBe('error');
   });
 
@@ -32,9 +40,22 @@ describe('judging a critique', () => {
   });
 
   it('a review passes when every criterion passed; self-critique is recorded with no evidence', () => {
-    const review = (passed: boolean) => ({ kind: 'review' as const, result: { results: [{ id: 'A1', passed: true, evidence: 'e' }, { id: 'A2', passed, evidence: 'f' }] } });
+    const review = (passed: boolean) => ({
+      kind: 'review' as const,
+      result: {
+        results: [
+          { id: 'A1', passed: true, evidence: 'e' },
+          { id: 'A2', passed, evidence: 'f' },
+        ],
+      },
+    });
     expect(judgeCritique({ kind: 'review' }, review(true)).verdict).toBe('pass');
-    expect(judgeCritique({ kind: 'review' }, review(false))).toMatchObject({ verdict: 'fail', summary: 'A1 passed: e\nA2 failed: f' });
-    expect(judgeCritique({ kind: 'self' }, { kind: 'self', result: { passed: true, notes: 'looks done' } })).toMatchObject({ source: 'self', verdict: 'pass', evidence: [] });
+    expect(judgeCritique({ kind: 'review' }, review(false))).toMatchObject({
+      verdict: 'fail',
+      summary: 'A1 passed: e\nA2 failed: f',
+    });
+    expect(
+      judgeCritique({ kind: 'self' }, { kind: 'self', result: { passed: true, notes: 'looks done' } }),
+    ).toMatchObject({ source: 'self', verdict: 'pass', evidence: [] });
   });
 });

@@ -70,13 +70,24 @@ export function lastNumber(text: string): number | undefined {
  * but never acceptance (see `classifyCycle`).
  */
 export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer): CritiqueJudgement {
-  if ((answer.kind === 'command' || answer.kind === 'score') && (source.kind === 'command' || source.kind === 'score')) {
+  if (
+    (answer.kind === 'command' || answer.kind === 'score') &&
+    (source.kind === 'command' || source.kind === 'score')
+  ) {
     const { result } = answer;
-    const status = result.timed_out ? `timed out after ${source.timeout_seconds} s` : `exit ${result.exit_code ?? 'none'}`;
+    const status = result.timed_out
+      ? `timed out after ${source.timeout_seconds} s`
+      : `exit ${result.exit_code ?? 'none'}`;
     const tail = result.output_tail.slice(-SUMMARY_TAIL).trim();
     // 126/127: the shell could not run the command (not executable, not found): the critique is missing, not failing.
     if ((result.exit_code === null && !result.timed_out) || result.exit_code === 126 || result.exit_code === 127) {
-      return { source: source.kind, verdict: 'error', failureSignature: null, evidence: [], summary: `the command could not run (${status}): ${tail}` };
+      return {
+        source: source.kind,
+        verdict: 'error',
+        failureSignature: null,
+        evidence: [],
+        summary: `the command could not run (${status}): ${tail}`,
+      };
     }
     if (source.kind === 'command') {
       const passed = result.exit_code === 0 && !result.timed_out;
@@ -91,7 +102,13 @@ export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer
     }
     const score = lastNumber(result.output_tail);
     if (score === undefined || result.timed_out) {
-      return { source: 'score', verdict: 'error', failureSignature: null, evidence: [], summary: `the score command printed no score (${status}): ${tail}` };
+      return {
+        source: 'score',
+        verdict: 'error',
+        failureSignature: null,
+        evidence: [],
+        summary: `the score command printed no score (${status}): ${tail}`,
+      };
     }
     const passed = score >= source.threshold;
     const content = commandEvidence(source.command, result, `score: ${score} (threshold ${source.threshold})\n`);
@@ -111,7 +128,9 @@ export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer
       verdict: failing.length === 0 ? 'pass' : 'fail',
       failureSignature: failing.length === 0 ? null : sha256(canonicalJson(failing)),
       evidence: [evidence('review', 'json', content)],
-      summary: answer.result.results.map((result) => `${result.id} ${result.passed ? 'passed' : 'failed'}: ${result.evidence}`).join('\n'),
+      summary: answer.result.results
+        .map((result) => `${result.id} ${result.passed ? 'passed' : 'failed'}: ${result.evidence}`)
+        .join('\n'),
     };
   }
   if (answer.kind === 'self') {
@@ -124,5 +143,11 @@ export function judgeCritique(source: CritiqueSourceSpec, answer: CritiqueAnswer
       summary: `self-assessment (not acceptance): ${answer.result.passed ? 'passed' : 'not yet'}: ${answer.result.notes}`,
     };
   }
-  return { source: source.kind, verdict: 'error', failureSignature: null, evidence: [], summary: `the ${answer.kind} critique does not match the ${source.kind} source` };
+  return {
+    source: source.kind,
+    verdict: 'error',
+    failureSignature: null,
+    evidence: [],
+    summary: `the ${answer.kind} critique does not match the ${source.kind} source`,
+  };
 }

@@ -15,7 +15,11 @@ export interface FinalReportInput {
   models: string[];
 }
 
-const quote = (text: string) => text.split('\n').map((line) => `    ${line}`).join('\n');
+const quote = (text: string) =>
+  text
+    .split('\n')
+    .map((line) => `    ${line}`)
+    .join('\n');
 
 /** The evidence a ref names: the evidence file's text when it is one, else the ref alone. */
 function evidenceText(workspace: string, ref: string): string | undefined {
@@ -52,7 +56,9 @@ export function renderFinalReport(input: FinalReportInput): string {
     lines.push(
       `Decision **${decision.decision}** by policy \`${decision.policy_id}\`${decision.policy_hash ? ` (sha256 ${decision.policy_hash.slice(0, 16)}…)` : ''}.`,
       '',
-      decision.reasons.length > 0 ? decision.reasons.map((reason) => `- \`${reason}\``).join('\n') : '- no reasons: nothing stood in the way',
+      decision.reasons.length > 0
+        ? decision.reasons.map((reason) => `- \`${reason}\``).join('\n')
+        : '- no reasons: nothing stood in the way',
       '',
       '```json',
       JSON.stringify(decision, null, 2),
@@ -61,8 +67,12 @@ export function renderFinalReport(input: FinalReportInput): string {
   } else lines.push('No decision was reached.');
   lines.push('', '## Acceptance evidence', '');
   if (passing) {
-    lines.push(`Cycle ${passing.cycle} (${passing.plan_summary}) satisfied the criteria the ${task.critique_source.kind} critique judges:`, '');
-    for (const criterion of task.acceptance_criteria.filter((entry) => !entry.human_gate)) lines.push(`- ${criterion.id}: ${criterion.text}`);
+    lines.push(
+      `Cycle ${passing.cycle} (${passing.plan_summary}) satisfied the criteria the ${task.critique_source.kind} critique judges:`,
+      '',
+    );
+    for (const criterion of task.acceptance_criteria.filter((entry) => !entry.human_gate))
+      lines.push(`- ${criterion.id}: ${criterion.text}`);
     lines.push('');
     for (const ref of passing.evidence_refs) {
       const text = evidenceText(input.workspace, ref);
@@ -70,20 +80,28 @@ export function renderFinalReport(input: FinalReportInput): string {
       if (text) lines.push('', quote(text), '');
     }
     const approved = input.checkpoint?.decisions.filter((record) => record.decision === 'approve') ?? [];
-    for (const record of approved) lines.push(`- human gate ${record.gate}: approved by ${record.actor} at ${record.timestamp}: ${record.rationale}`);
+    for (const record of approved)
+      lines.push(
+        `- human gate ${record.gate}: approved by ${record.actor} at ${record.timestamp}: ${record.rationale}`,
+      );
   } else lines.push('None: no cycle satisfied the acceptance criteria.');
   lines.push('', '## Unsuccessful attempts', '');
   if (failures.length === 0) lines.push('None.');
-  for (const cycle of failures) lines.push(`- cycle ${cycle.cycle}: ${cycle.plan_summary} → ${cycle.verdict}`, '', quote(cycle.critique), '');
+  for (const cycle of failures)
+    lines.push(`- cycle ${cycle.cycle}: ${cycle.plan_summary} → ${cycle.verdict}`, '', quote(cycle.critique), '');
   lines.push('', '## Unresolved risks', '');
   const risks: string[] = [];
-  if (task.critique_source.kind === 'self') risks.push('The only critique was self-critique, which is never independent acceptance.');
+  if (task.critique_source.kind === 'self')
+    risks.push('The only critique was self-critique, which is never independent acceptance.');
   if (task.critique_source.kind === 'command' || task.critique_source.kind === 'score') {
-    risks.push('The command judges every non-gate criterion together: a criterion the command does not exercise is not verified.');
+    risks.push(
+      'The command judges every non-gate criterion together: a criterion the command does not exercise is not verified.',
+    );
   }
   if (input.pendingGates.length > 0) risks.push(`Human gates not yet approved: ${input.pendingGates.join(', ')}.`);
   if (input.status === 'checkpoint') risks.push('The run handed back at a checkpoint: resume it to continue.');
-  if (input.status === 'error') risks.push('An infrastructure error ended the run: the last cycle is not evidence of the artifact either way.');
+  if (input.status === 'error')
+    risks.push('An infrastructure error ended the run: the last cycle is not evidence of the artifact either way.');
   lines.push(...(risks.length > 0 ? risks.map((risk) => `- ${risk}`) : ['None known.']));
   lines.push('', '## Human decision required', '');
   if (input.pendingGates.length > 0) {
@@ -97,8 +115,13 @@ export function renderFinalReport(input: FinalReportInput): string {
         '',
       );
     }
-  } else if (input.status === 'stop' && decision?.reasons.some((reason) => reason.startsWith('limit_reached') || reason.startsWith('limit_exceeded'))) {
-    lines.push('A limit was reached. To go on, a human may raise it with a signed override in the checkpoint (agent-collab-harness v1), then `polish par resume`.');
+  } else if (
+    input.status === 'stop' &&
+    decision?.reasons.some((reason) => reason.startsWith('limit_reached') || reason.startsWith('limit_exceeded'))
+  ) {
+    lines.push(
+      'A limit was reached. To go on, a human may raise it with a signed override in the checkpoint (agent-collab-harness v1), then `polish par resume`.',
+    );
   } else lines.push('None.');
   return `${lines.join('\n')}\n`;
 }

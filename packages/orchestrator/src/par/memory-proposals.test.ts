@@ -1,21 +1,43 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  statSync,
+  utimesSync,
+  writeFileSync,
+} from 'node:fs';
 import type * as nodeFs from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { canonicalJson } from './canonical-json.js';
-import { decideMemoryProposal, listMemoryProposals, memoryLockSettings, MemoryProposalError, proposeMemory, verifyMemoryLog } from './memory-proposals.js';
+import {
+  decideMemoryProposal,
+  listMemoryProposals,
+  memoryLockSettings,
+  MemoryProposalError,
+  proposeMemory,
+  verifyMemoryLog,
+} from './memory-proposals.js';
 
 // Lets a test make one fs write fail, as a full disk would, while everything else goes through.
-const failing = vi.hoisted(() => ({ append: undefined as ((write: () => void, text: string) => void) | undefined, rename: false }));
+const failing = vi.hoisted(() => ({
+  append: undefined as ((write: () => void, text: string) => void) | undefined,
+  rename: false,
+}));
 vi.mock('node:fs', async (importOriginal) => {
   const fs = await importOriginal<typeof nodeFs>();
   return {
     ...fs,
-    appendFileSync: (path: string, text: string) => (failing.append ? failing.append(() => fs.appendFileSync(path, text.slice(0, 40)), text) : fs.appendFileSync(path, text)),
+    appendFileSync: (path: string, text: string) =>
+      failing.append
+        ? failing.append(() => fs.appendFileSync(path, text.slice(0, 40)), text)
+        : fs.appendFileSync(path, text),
     renameSync: (from: string, to: string) => {
       if (failing.rename) throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
       fs.renameSync(from, to);
@@ -31,28 +53,69 @@ afterEach(() => {
 // The public sample policy beside the repository when it is there, else the test copy.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
 const fixtureDir = new URL('../../../../test/fixtures/agent-collab/', import.meta.url);
-const SAMPLE = JSON.parse(readFileSync(new URL('policy.sample.json', existsSync(sharedDir) ? sharedDir : fixtureDir), 'utf8'));
+const SAMPLE = JSON.parse(
+  readFileSync(new URL('policy.sample.json', existsSync(sharedDir) ? sharedDir : fixtureDir), 'utf8'),
+);
 const SECRET = 'correct horse battery staple';
 const KEY = 'alice';
-const POLICY = { ...SAMPLE, human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(SECRET).digest('hex') } } };
+const POLICY = {
+  ...SAMPLE,
+  human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(SECRET).digest('hex') } },
+};
 const SECRETS = { [KEY]: SECRET };
 const T0 = new Date('2026-09-01T10:00:00Z');
 const T1 = new Date('2026-09-01T11:00:00Z');
-const ACTION = { operation: 'add' as const, target_ref: 'docs/lessons.md#testing', summary: 'Run the focused test before the whole suite.', evidence_refs: ['.coord/par_tests.yml#cycle-2'] };
+const ACTION = {
+  operation: 'add' as const,
+  target_ref: 'docs/lessons.md#testing',
+  summary: 'Run the focused test before the whole suite.',
+  evidence_refs: ['.coord/par_tests.yml#cycle-2'],
+};
 
 const coord = () => mkdtempSync(join(tmpdir(), 'polish-memory-'));
-const logLines = (dir: string) => readFileSync(join(dir, 'memory-proposals', 'events.jsonl'), 'utf8').trim().split('\n');
+const logLines = (dir: string) =>
+  readFileSync(join(dir, 'memory-proposals', 'events.jsonl'), 'utf8')
+    .trim()
+    .split('\n');
 const snapshot = (dir: string) =>
-  Object.fromEntries(readdirSync(join(dir, 'memory-proposals')).map((name) => [name, readFileSync(join(dir, 'memory-proposals', name), 'utf8')]));
+  Object.fromEntries(
+    readdirSync(join(dir, 'memory-proposals')).map((name) => [
+      name,
+      readFileSync(join(dir, 'memory-proposals', name), 'utf8'),
+    ]),
+  );
 const approve = (dir: string, id: string, overrides: Record<string, unknown> = {}) =>
-  decideMemoryProposal(dir, id, { decision: 'approve', keyId: KEY, rationale: 'matches what we saw', policy: POLICY, secrets: SECRETS, ...overrides }, T1);
+  decideMemoryProposal(
+    dir,
+    id,
+    {
+      decision: 'approve',
+      keyId: KEY,
+      rationale: 'matches what we saw',
+      policy: POLICY,
+      secrets: SECRETS,
+      ...overrides,
+    },
+    T1,
+  );
 
 describe('memory proposals', () => {
   it('proposes and lists: a file in state proposed, with a content-derived id, and a first proposed event', () => {
     const dir = coord();
     const proposal = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
-    const expectedId = `mp-${createHash('sha256').update(canonicalJson({ source_task: 'task-7', action: ACTION, created_at: T0.toISOString() })).digest('hex').slice(0, 12)}`;
-    expect(proposal).toEqual({ schema_version: 1, proposal_id: expectedId, source_task: 'task-7', action: ACTION, state: 'proposed', created_at: '2026-09-01T10:00:00.000Z', decision: null });
+    const expectedId = `mp-${createHash('sha256')
+      .update(canonicalJson({ source_task: 'task-7', action: ACTION, created_at: T0.toISOString() }))
+      .digest('hex')
+      .slice(0, 12)}`;
+    expect(proposal).toEqual({
+      schema_version: 1,
+      proposal_id: expectedId,
+      source_task: 'task-7',
+      action: ACTION,
+      state: 'proposed',
+      created_at: '2026-09-01T10:00:00.000Z',
+      decision: null,
+    });
     expect(listMemoryProposals(dir)).toEqual([proposal]);
     const check = verifyMemoryLog(dir);
     expect(check.ok).toBe(true);
@@ -62,8 +125,12 @@ describe('memory proposals', () => {
 
   it('refuses an invalid proposal', () => {
     const dir = coord();
-    expect(() => proposeMemory(dir, { source_task: 'task-7', action: { ...ACTION, summary: '  ' } }, T0)).toThrow(/proposal: action.summary/);
-    expect(() => proposeMemory(dir, { source_task: 'task-7', action: { ...ACTION, evidence_refs: ['a', 'a'] } }, T0)).toThrow(/evidence_refs: must be unique/);
+    expect(() => proposeMemory(dir, { source_task: 'task-7', action: { ...ACTION, summary: '  ' } }, T0)).toThrow(
+      /proposal: action.summary/,
+    );
+    expect(() =>
+      proposeMemory(dir, { source_task: 'task-7', action: { ...ACTION, evidence_refs: ['a', 'a'] } }, T0),
+    ).toThrow(/evidence_refs: must be unique/);
     expect(existsSync(join(dir, 'memory-proposals'))).toBe(false);
   });
 
@@ -71,10 +138,24 @@ describe('memory proposals', () => {
     const dir = coord();
     const { proposal_id: id } = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
     const decided = approve(dir, id);
-    expect(decided).toMatchObject({ state: 'approved', decision: { decision: 'approve', actor: 'human:alice', rationale: 'matches what we saw', authorization: { scheme: 'hmac-sha256', key_id: KEY } } });
+    expect(decided).toMatchObject({
+      state: 'approved',
+      decision: {
+        decision: 'approve',
+        actor: 'human:alice',
+        rationale: 'matches what we saw',
+        authorization: { scheme: 'hmac-sha256', key_id: KEY },
+      },
+    });
     expect(listMemoryProposals(dir)).toEqual([decided]);
     const check = verifyMemoryLog(dir, { policy: POLICY, secrets: SECRETS });
-    expect(check).toMatchObject({ ok: true, events: [{ seq: 1, type: 'proposed' }, { seq: 2, type: 'approved', decision: decided.decision }] });
+    expect(check).toMatchObject({
+      ok: true,
+      events: [
+        { seq: 1, type: 'proposed' },
+        { seq: 2, type: 'approved', decision: decided.decision },
+      ],
+    });
     expect(check.events[1]?.previous_sha256).toBe(check.events[0]?.sha256);
     expect(check.events[1]?.decision?.proposal_sha256).toBe(check.events[0]?.proposal_sha256);
   });
@@ -89,7 +170,11 @@ describe('memory proposals', () => {
   it.each([
     ['no secret', { secrets: {} }, /no secret for key alice/],
     ['a wrong secret', { secrets: { [KEY]: 'guess' } }, /does not match the policy's key hash/],
-    ['a key not in the policy', { keyId: 'mallory', secrets: { mallory: SECRET } }, /key mallory is not in the policy's key_hashes/],
+    [
+      'a key not in the policy',
+      { keyId: 'mallory', secrets: { mallory: SECRET } },
+      /key mallory is not in the policy's key_hashes/,
+    ],
     ['no rationale', { rationale: ' ' }, /a rationale is required/],
     ['an invalid policy', { policy: { ...POLICY, limits: {} } }, /^policy: limits/],
   ])('refuses approval with %s and writes nothing', (_name, overrides, message) => {
@@ -126,8 +211,16 @@ describe('memory proposals', () => {
     const second = proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0);
     const path = join(dir, 'memory-proposals', 'events.jsonl');
     const lines = logLines(dir);
-    writeFileSync(path, [lines[0]!.replace('"at":"2026-09-01T10:00:00.000Z"', '"at":"2026-09-01T09:00:00.000Z"'), ...lines.slice(1)].join('\n') + '\n');
-    expect(verifyMemoryLog(dir)).toMatchObject({ ok: false, problem: 'events.jsonl: line 1 was edited: its sha256 does not match its content' });
+    writeFileSync(
+      path,
+      [lines[0]!.replace('"at":"2026-09-01T10:00:00.000Z"', '"at":"2026-09-01T09:00:00.000Z"'), ...lines.slice(1)].join(
+        '\n',
+      ) + '\n',
+    );
+    expect(verifyMemoryLog(dir)).toMatchObject({
+      ok: false,
+      problem: 'events.jsonl: line 1 was edited: its sha256 does not match its content',
+    });
     const before = snapshot(dir);
     expect(() => approve(dir, second.proposal_id)).toThrow(/refusing to append to a log that does not verify/);
     expect(() => proposeMemory(dir, { source_task: 'task-9', action: ACTION }, T1)).toThrow(/refusing to append/);
@@ -149,13 +242,19 @@ describe('memory proposals', () => {
     expect(verifyMemoryLog(dir).problem).toBe(`${id}.json says approved, the log says proposed`);
   });
 
-  it('with the keys, rejects a decision whose signature is not the key holder\'s', () => {
+  it("with the keys, rejects a decision whose signature is not the key holder's", () => {
     const dir = coord();
     const { proposal_id: id } = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
     approve(dir, id);
     const otherSecret = 'another secret';
-    const otherPolicy = { ...POLICY, human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(otherSecret).digest('hex') } } };
-    expect(verifyMemoryLog(dir, { policy: otherPolicy, secrets: { [KEY]: otherSecret } })).toMatchObject({ ok: false, problem: 'events.jsonl: line 2: bad signature' });
+    const otherPolicy = {
+      ...POLICY,
+      human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(otherSecret).digest('hex') } },
+    };
+    expect(verifyMemoryLog(dir, { policy: otherPolicy, secrets: { [KEY]: otherSecret } })).toMatchObject({
+      ok: false,
+      problem: 'events.jsonl: line 2: bad signature',
+    });
   });
 });
 
@@ -173,8 +272,12 @@ describe('memory proposals: the lock and the order of writes', () => {
     const before = snapshot(dir);
     memoryLockSettings.timeoutMs = 100;
     expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(MemoryProposalError);
-    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(`waiting for the lock ${lock(dir)} (held by pid ${process.pid})`);
-    expect(() => approve(dir, listMemoryProposals(dir)[0]!.proposal_id)).toThrow(/timed out after 100 ms waiting for the lock .*\.lock/);
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(
+      `waiting for the lock ${lock(dir)} (held by pid ${process.pid})`,
+    );
+    expect(() => approve(dir, listMemoryProposals(dir)[0]!.proposal_id)).toThrow(
+      /timed out after 100 ms waiting for the lock .*\.lock/,
+    );
     expect(() => verifyMemoryLog(dir)).toThrow(/waiting for the lock/);
     expect(snapshot(dir)).toEqual(before);
   });
@@ -189,7 +292,9 @@ describe('memory proposals: the lock and the order of writes', () => {
     const past = new Date(Date.now() - 60_000);
     utimesSync(lock(dir), past, past);
     proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0);
-    expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(['events.jsonl', ...listMemoryProposals(dir).map((p) => `${p.proposal_id}.json`)].sort());
+    expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(
+      ['events.jsonl', ...listMemoryProposals(dir).map((p) => `${p.proposal_id}.json`)].sort(),
+    );
     expect(verifyMemoryLog(dir).events).toHaveLength(2);
   });
 
@@ -201,7 +306,9 @@ describe('memory proposals: the lock and the order of writes', () => {
       writeSome();
       throw Object.assign(new Error('ENOSPC: no space left on device'), { code: 'ENOSPC' });
     };
-    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow('cannot append to events.jsonl (ENOSPC)');
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(
+      'cannot append to events.jsonl (ENOSPC)',
+    );
     expect(() => approve(dir, id)).toThrow('cannot append to events.jsonl (ENOSPC)');
     expect(snapshot(dir)).toEqual(before);
     failing.append = undefined;
@@ -212,19 +319,30 @@ describe('memory proposals: the lock and the order of writes', () => {
   it('the event comes first: a file that then fails to be written is reported as missing, by every operation', () => {
     const dir = coord();
     failing.rename = true;
-    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(/^mp-[a-f0-9]{12} is recorded as proposed in events.jsonl line 1, but mp-[a-f0-9]{12}\.json could not be written \(ENOSPC\)$/);
+    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(
+      /^mp-[a-f0-9]{12} is recorded as proposed in events.jsonl line 1, but mp-[a-f0-9]{12}\.json could not be written \(ENOSPC\)$/,
+    );
     failing.rename = false;
     const [event] = logLines(dir).map((line) => JSON.parse(line));
     expect(readdirSync(join(dir, 'memory-proposals'))).toEqual(['events.jsonl']); // no temporary file, no lock
-    expect(verifyMemoryLog(dir)).toMatchObject({ ok: false, problem: `${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal` });
-    expect(() => approve(dir, event.proposal_id)).toThrow(`${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal`);
-    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(`proposal ${event.proposal_id} already exists`);
+    expect(verifyMemoryLog(dir)).toMatchObject({
+      ok: false,
+      problem: `${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal`,
+    });
+    expect(() => approve(dir, event.proposal_id)).toThrow(
+      `${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal`,
+    );
+    expect(() => proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0)).toThrow(
+      `proposal ${event.proposal_id} already exists`,
+    );
     expect(logLines(dir)).toHaveLength(1);
 
     const other = coord();
     const { proposal_id: id } = proposeMemory(other, { source_task: 'task-7', action: ACTION }, T0);
     failing.rename = true;
-    expect(() => approve(other, id)).toThrow(`${id} is recorded as approved in events.jsonl line 2, but ${id}.json could not be written (ENOSPC)`);
+    expect(() => approve(other, id)).toThrow(
+      `${id} is recorded as approved in events.jsonl line 2, but ${id}.json could not be written (ENOSPC)`,
+    );
     failing.rename = false;
     expect(verifyMemoryLog(other).problem).toBe(`${id}.json says proposed, the log says approved`);
     expect(() => approve(other, id)).toThrow(/it is already approved/);
@@ -235,7 +353,8 @@ describe('memory proposals: the lock and the order of writes', () => {
   it('keeps the log whole with 6 processes proposing and approving at once', async () => {
     const built = fileURLToPath(new URL('../../dist/par/memory-proposals.js', import.meta.url));
     const source = fileURLToPath(new URL('memory-proposals.ts', import.meta.url));
-    if (!existsSync(built) || statSync(built).mtimeMs < statSync(source).mtimeMs) throw new Error(`${built} is missing or older than its source: run npx tsc -b packages/orchestrator`);
+    if (!existsSync(built) || statSync(built).mtimeMs < statSync(source).mtimeMs)
+      throw new Error(`${built} is missing or older than its source: run npx tsc -b packages/orchestrator`);
     const dir = coord();
     const WORKERS = 6;
     const EACH = 4;
@@ -253,7 +372,10 @@ describe('memory proposals: the lock and the order of writes', () => {
       });`;
     const children = Array.from({ length: WORKERS }, (_, worker) => {
       const job = { dir, worker, each: EACH, action: ACTION, at: T0.toISOString(), policy: POLICY, secrets: SECRETS };
-      const child = spawn(process.execPath, ['--input-type=module', '-e', script], { env: { ...process.env, MODULE: built, JOB: JSON.stringify(job) }, stdio: ['pipe', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, ['--input-type=module', '-e', script], {
+        env: { ...process.env, MODULE: built, JOB: JSON.stringify(job) },
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
       let stdout = '';
       let stderr = '';
       const ready = new Promise<void>((resolve, reject) => {
@@ -264,7 +386,9 @@ describe('memory proposals: the lock and the order of writes', () => {
         child.once('exit', () => reject(new Error(`worker ${worker} exited before it was ready: ${stderr}`)));
       });
       child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-      const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => child.once('close', (code) => resolve({ code, stdout, stderr })));
+      const exited = new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) =>
+        child.once('close', (code) => resolve({ code, stdout, stderr })),
+      );
       return { child, ready, exited };
     });
     try {
@@ -277,11 +401,15 @@ describe('memory proposals: the lock and the order of writes', () => {
 
       const check = verifyMemoryLog(dir, { policy: POLICY, secrets: SECRETS });
       expect(check.problem).toBeUndefined();
-      expect(check.events.map((event) => event.seq)).toEqual(Array.from({ length: WORKERS * (EACH + 1) }, (_, index) => index + 1));
+      expect(check.events.map((event) => event.seq)).toEqual(
+        Array.from({ length: WORKERS * (EACH + 1) }, (_, index) => index + 1),
+      );
       const proposals = listMemoryProposals(dir);
       expect(proposals.map((proposal) => proposal.proposal_id).sort()).toEqual([...ids].sort());
       expect(proposals.filter((proposal) => proposal.state === 'approved')).toHaveLength(WORKERS);
-      expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(['events.jsonl', ...ids.map((id) => `${id}.json`)].sort());
+      expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(
+        ['events.jsonl', ...ids.map((id) => `${id}.json`)].sort(),
+      );
     } finally {
       for (const { child } of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
     }

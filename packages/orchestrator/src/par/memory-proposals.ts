@@ -16,7 +16,13 @@ import {
 import { join } from 'node:path';
 import { z } from 'zod';
 import { canonicalJson } from './canonical-json.js';
-import { checkHumanKey, PolicyInputError, signHumanRecord, validatePolicy, verifyHumanRecord } from './policy-engine.js';
+import {
+  checkHumanKey,
+  PolicyInputError,
+  signHumanRecord,
+  validatePolicy,
+  verifyHumanRecord,
+} from './policy-engine.js';
 
 // Lessons for PAR memory are never applied directly: an agent proposes one (a file under
 // `.coord/memory-proposals/`), and only a signed human decision approves or rejects it. Every
@@ -46,7 +52,11 @@ export const MemoryDecisionSchema = z.strictObject({
   timestamp: dateTime,
   /** SHA-256 of the canonical JSON of the proposal as it was in state `proposed`. */
   proposal_sha256: sha256Hex,
-  authorization: z.strictObject({ scheme: z.literal('hmac-sha256'), key_id: z.string().regex(/^\S+$/), signature: sha256Hex }),
+  authorization: z.strictObject({
+    scheme: z.literal('hmac-sha256'),
+    key_id: z.string().regex(/^\S+$/),
+    signature: sha256Hex,
+  }),
 });
 export type MemoryDecision = z.infer<typeof MemoryDecisionSchema>;
 
@@ -63,11 +73,20 @@ export const MemoryProposalSchema = z
     created_at: dateTime,
     decision: MemoryDecisionSchema.nullable(),
   })
-  .refine((proposal) => proposal.proposal_id === proposalIdOf(proposal), { path: ['proposal_id'], message: 'does not match the proposal content (edited after proposing?)' })
-  .refine((proposal) => (proposal.decision === null ? proposal.state === 'proposed' : proposal.state === STATE_OF[proposal.decision.decision]), {
-    path: ['state'],
-    message: 'does not agree with decision',
-  });
+  .refine((proposal) => proposal.proposal_id === proposalIdOf(proposal), {
+    path: ['proposal_id'],
+    message: 'does not match the proposal content (edited after proposing?)',
+  })
+  .refine(
+    (proposal) =>
+      proposal.decision === null
+        ? proposal.state === 'proposed'
+        : proposal.state === STATE_OF[proposal.decision.decision],
+    {
+      path: ['state'],
+      message: 'does not agree with decision',
+    },
+  );
 export type MemoryProposal = z.infer<typeof MemoryProposalSchema>;
 
 /** One line of `events.jsonl`. `sha256` covers every other field, `previous_sha256` chains the lines. */
@@ -264,19 +283,26 @@ function readLog(coordDir: string): MemoryLogCheck {
     if (!parsed.success) return fail(firstIssue(where, parsed.error));
     const event = parsed.data;
     const { sha256: given, ...body } = raw as Record<string, unknown>;
-    if (sha256(canonicalJson(body)) !== given) return fail(`${where} was edited: its sha256 does not match its content`);
+    if (sha256(canonicalJson(body)) !== given)
+      return fail(`${where} was edited: its sha256 does not match its content`);
     if (event.seq !== index + 1) return fail(`${where} has seq ${event.seq}, expected ${index + 1}`);
-    if (event.previous_sha256 !== (events.at(-1)?.sha256 ?? null)) return fail(`${where} does not chain to the line before (previous_sha256)`);
+    if (event.previous_sha256 !== (events.at(-1)?.sha256 ?? null))
+      return fail(`${where} does not chain to the line before (previous_sha256)`);
     if (event.type === 'proposed') {
-      if (!event.proposal_sha256 || event.decision) return fail(`${where}: a proposed event carries proposal_sha256 and no decision`);
+      if (!event.proposal_sha256 || event.decision)
+        return fail(`${where}: a proposed event carries proposal_sha256 and no decision`);
       if (proposed.has(event.proposal_id)) return fail(`${where}: ${event.proposal_id} is proposed twice`);
       proposed.set(event.proposal_id, event.proposal_sha256);
     } else {
-      if (!event.decision || event.proposal_sha256) return fail(`${where}: a decision event carries a decision and no proposal_sha256`);
-      if (!proposed.has(event.proposal_id)) return fail(`${where}: ${event.proposal_id} is decided before it is proposed`);
+      if (!event.decision || event.proposal_sha256)
+        return fail(`${where}: a decision event carries a decision and no proposal_sha256`);
+      if (!proposed.has(event.proposal_id))
+        return fail(`${where}: ${event.proposal_id} is decided before it is proposed`);
       if (decided.has(event.proposal_id)) return fail(`${where}: ${event.proposal_id} is decided twice`);
-      if (STATE_OF[event.decision.decision] !== event.type) return fail(`${where}: type ${event.type} disagrees with decision ${event.decision.decision}`);
-      if (event.decision.proposal_sha256 !== proposed.get(event.proposal_id)) return fail(`${where}: the decision is about other content than was proposed`);
+      if (STATE_OF[event.decision.decision] !== event.type)
+        return fail(`${where}: type ${event.type} disagrees with decision ${event.decision.decision}`);
+      if (event.decision.proposal_sha256 !== proposed.get(event.proposal_id))
+        return fail(`${where}: the decision is about other content than was proposed`);
       decided.add(event.proposal_id);
     }
     events.push(event);
@@ -292,7 +318,11 @@ function verifiedLog(coordDir: string): MemoryEvent[] {
 }
 
 /** Appends one event to the log `events` was just read from, holding the lock throughout. */
-function appendEvent(coordDir: string, events: MemoryEvent[], fields: Pick<MemoryEvent, 'type' | 'proposal_id' | 'at' | 'proposal_sha256' | 'decision'>): MemoryEvent {
+function appendEvent(
+  coordDir: string,
+  events: MemoryEvent[],
+  fields: Pick<MemoryEvent, 'type' | 'proposal_id' | 'at' | 'proposal_sha256' | 'decision'>,
+): MemoryEvent {
   const body = { seq: events.length + 1, ...fields, previous_sha256: events.at(-1)?.sha256 ?? null };
   const event = { ...body, sha256: sha256(canonicalJson(body)) };
   const path = logPath(coordDir);
@@ -307,7 +337,9 @@ function appendEvent(coordDir: string, events: MemoryEvent[], fields: Pick<Memor
     } catch {
       // the log then says its last line is incomplete
     }
-    throw new MemoryProposalError(`cannot append to events.jsonl (${errorCode(error) ?? (error as Error).message})`, { cause: error });
+    throw new MemoryProposalError(`cannot append to events.jsonl (${errorCode(error) ?? (error as Error).message})`, {
+      cause: error,
+    });
   }
   return event;
 }
@@ -328,7 +360,10 @@ function readProposal(coordDir: string, id: string, events: MemoryEvent[] = []):
   const path = proposalPath(coordDir, id);
   if (!existsSync(path)) {
     const recorded = events.find((event) => event.proposal_id === id);
-    if (recorded) throw new MemoryProposalError(`${id}.json is missing, but events.jsonl line ${recorded.seq} records the proposal`);
+    if (recorded)
+      throw new MemoryProposalError(
+        `${id}.json is missing, but events.jsonl line ${recorded.seq} records the proposal`,
+      );
     throw new MemoryProposalError(`no proposal ${id}`);
   }
   let raw: unknown;
@@ -339,12 +374,17 @@ function readProposal(coordDir: string, id: string, events: MemoryEvent[] = []):
   }
   const parsed = MemoryProposalSchema.safeParse(raw);
   if (!parsed.success) throw new MemoryProposalError(firstIssue(`${id}.json`, parsed.error));
-  if (parsed.data.proposal_id !== id) throw new MemoryProposalError(`${id}.json holds proposal ${parsed.data.proposal_id}`);
+  if (parsed.data.proposal_id !== id)
+    throw new MemoryProposalError(`${id}.json holds proposal ${parsed.data.proposal_id}`);
   return parsed.data;
 }
 
 /** Records a new proposal (state `proposed`): its `proposed` event, then its file. */
-export function proposeMemory(coordDir: string, input: { source_task: string; action: MemoryAction }, now: Date = new Date()): MemoryProposal {
+export function proposeMemory(
+  coordDir: string,
+  input: { source_task: string; action: MemoryAction },
+  now: Date = new Date(),
+): MemoryProposal {
   const created_at = now.toISOString();
   const fields = z.strictObject({ source_task: nonBlank, action: MemoryActionSchema }).safeParse(input);
   if (!fields.success) throw new MemoryProposalError(firstIssue('proposal', fields.error));
@@ -359,11 +399,19 @@ export function proposeMemory(coordDir: string, input: { source_task: string; ac
   mkdirSync(proposalsDir(coordDir), { recursive: true });
   return withLock(coordDir, () => {
     const events = verifiedLog(coordDir);
-    if (existsSync(proposalPath(coordDir, proposal.proposal_id)) || events.some((event) => event.proposal_id === proposal.proposal_id)) {
+    if (
+      existsSync(proposalPath(coordDir, proposal.proposal_id)) ||
+      events.some((event) => event.proposal_id === proposal.proposal_id)
+    ) {
       throw new MemoryProposalError(`proposal ${proposal.proposal_id} already exists`);
     }
     // The event first: the log is the record. Should the file then fail, the log says what it lacks.
-    const event = appendEvent(coordDir, events, { type: 'proposed', proposal_id: proposal.proposal_id, at: created_at, proposal_sha256: sha256(canonicalJson(proposal)) });
+    const event = appendEvent(coordDir, events, {
+      type: 'proposed',
+      proposal_id: proposal.proposal_id,
+      at: created_at,
+      proposal_sha256: sha256(canonicalJson(proposal)),
+    });
     writeProposalAfter(coordDir, event, proposal);
     return proposal;
   });
@@ -387,7 +435,13 @@ export function listMemoryProposals(coordDir: string): MemoryProposal[] {
 export function decideMemoryProposal(
   coordDir: string,
   id: string,
-  input: { decision: 'approve' | 'reject'; keyId: string; rationale: string; policy: unknown; secrets: Record<string, string> },
+  input: {
+    decision: 'approve' | 'reject';
+    keyId: string;
+    rationale: string;
+    policy: unknown;
+    secrets: Record<string, string>;
+  },
   now: Date = new Date(),
 ): MemoryProposal {
   const where = `${input.decision} ${id}`;
@@ -406,12 +460,20 @@ export function decideMemoryProposal(
     const proposed = events.find((event) => event.type === 'proposed' && event.proposal_id === id);
     if (!proposed) throw new MemoryProposalError(`${where}: the log has no proposed event for it`);
     const earlier = events.find((event) => event.type !== 'proposed' && event.proposal_id === id);
-    if (earlier || proposal.state !== 'proposed') throw new MemoryProposalError(`${where}: it is already ${earlier?.type ?? proposal.state}`);
+    if (earlier || proposal.state !== 'proposed')
+      throw new MemoryProposalError(`${where}: it is already ${earlier?.type ?? proposal.state}`);
     const proposalSha256 = sha256(canonicalJson(proposal));
-    if (proposalSha256 !== proposed.proposal_sha256) throw new MemoryProposalError(`${where}: the proposal file changed since it was proposed`);
+    if (proposalSha256 !== proposed.proposal_sha256)
+      throw new MemoryProposalError(`${where}: the proposal file changed since it was proposed`);
     const at = now.toISOString();
     const decision = signHumanRecord(
-      { decision: input.decision, actor: `human:${input.keyId}`, rationale: input.rationale, timestamp: at, proposal_sha256: proposalSha256 },
+      {
+        decision: input.decision,
+        actor: `human:${input.keyId}`,
+        rationale: input.rationale,
+        timestamp: at,
+        proposal_sha256: proposalSha256,
+      },
       input.keyId,
       secret,
     );
@@ -428,25 +490,36 @@ export function decideMemoryProposal(
  * what makes a recorded approval unforgeable: anyone can recompute a hash chain. Reads under the
  * lock, so a writer between its event and its file is not mistaken for a missing file.
  */
-export function verifyMemoryLog(coordDir: string, keys?: { policy: unknown; secrets: Record<string, string> }): MemoryLogCheck {
+export function verifyMemoryLog(
+  coordDir: string,
+  keys?: { policy: unknown; secrets: Record<string, string> },
+): MemoryLogCheck {
   if (!existsSync(proposalsDir(coordDir))) return readLog(coordDir);
   return withLock(coordDir, () => checkLogAndFiles(coordDir, keys), { readOnly: true });
 }
 
-function checkLogAndFiles(coordDir: string, keys?: { policy: unknown; secrets: Record<string, string> }): MemoryLogCheck {
+function checkLogAndFiles(
+  coordDir: string,
+  keys?: { policy: unknown; secrets: Record<string, string> },
+): MemoryLogCheck {
   const log = readLog(coordDir);
   if (!log.ok) return log;
   const fail = (problem: string): MemoryLogCheck => ({ events: log.events, ok: false, problem });
   try {
     if (keys) {
       const policy = validatePolicy(keys.policy);
-      for (const event of log.events) if (event.decision) verifyHumanRecord(event.decision, policy, keys.secrets, `events.jsonl: line ${event.seq}`);
+      for (const event of log.events)
+        if (event.decision) verifyHumanRecord(event.decision, policy, keys.secrets, `events.jsonl: line ${event.seq}`);
     }
     const files = new Map(listMemoryProposals(coordDir).map((proposal) => [proposal.proposal_id, proposal]));
     for (const event of log.events) {
       const file = files.get(event.proposal_id);
-      if (!file) return fail(`${event.proposal_id}.json is missing, but events.jsonl line ${event.seq} records the proposal`);
-      if (event.type === 'proposed' && sha256(canonicalJson({ ...file, state: 'proposed', decision: null })) !== event.proposal_sha256) {
+      if (!file)
+        return fail(`${event.proposal_id}.json is missing, but events.jsonl line ${event.seq} records the proposal`);
+      if (
+        event.type === 'proposed' &&
+        sha256(canonicalJson({ ...file, state: 'proposed', decision: null })) !== event.proposal_sha256
+      ) {
         return fail(`${event.proposal_id}.json changed since it was proposed`);
       }
     }

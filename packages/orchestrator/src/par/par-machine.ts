@@ -14,7 +14,14 @@ import {
   type PolicyDecision,
 } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { artifactDigest, judgeCritique, sha256, type CritiqueAnswer, type CritiqueJudgement, type EvidenceDocument } from './critique.js';
+import {
+  artifactDigest,
+  judgeCritique,
+  sha256,
+  type CritiqueAnswer,
+  type CritiqueJudgement,
+  type EvidenceDocument,
+} from './critique.js';
 import { classifyCycle } from './progress.js';
 
 /** Bumped whenever the PAR machine's states change shape. */
@@ -79,7 +86,12 @@ const notProvided = (name: string) =>
 
 /** The agent's memory of its own earlier cycles: plan summaries and critique results. */
 export const historyOf = (task: ParTaskFile): CycleMemory[] =>
-  task.cycles.map((cycle) => ({ cycle: cycle.cycle, plan_summary: cycle.plan_summary, verdict: cycle.verdict, critique: cycle.critique }));
+  task.cycles.map((cycle) => ({
+    cycle: cycle.cycle,
+    plan_summary: cycle.plan_summary,
+    verdict: cycle.verdict,
+    critique: cycle.critique,
+  }));
 
 /** The human gates whose latest signed decision is not yet an approval. */
 export function pendingGates(task: ParTaskFile, checkpoint: ParCheckpoint): string[] {
@@ -89,12 +101,21 @@ export function pendingGates(task: ParTaskFile, checkpoint: ParCheckpoint): stri
     const known = latest.get(decision.gate);
     if (!known || at > known.at) latest.set(decision.gate, { at, decision: decision.decision });
   }
-  return task.acceptance_criteria.filter((criterion) => criterion.human_gate && latest.get(criterion.id)?.decision !== 'approve').map((criterion) => criterion.id);
+  return task.acceptance_criteria
+    .filter((criterion) => criterion.human_gate && latest.get(criterion.id)?.decision !== 'approve')
+    .map((criterion) => criterion.id);
 }
 
 /** The action a human decision is about: this task, at this cycle, with this artifact. */
 export function pendingActionHash(task: ParTaskFile, checkpoint: ParCheckpoint, artifact: ParFiles): string {
-  return sha256(canonicalJson({ task_id: checkpoint.task_id, topic: task.topic, cycle: checkpoint.cycle, artifact_sha256: artifactDigest(artifact) }));
+  return sha256(
+    canonicalJson({
+      task_id: checkpoint.task_id,
+      topic: task.topic,
+      cycle: checkpoint.cycle,
+      artifact_sha256: artifactDigest(artifact),
+    }),
+  );
 }
 
 /** The artifact after an action's whole-file writes. */
@@ -113,7 +134,9 @@ function classify(context: ParContext, now: number): CycleToRecord {
   const judgement = cycle.judgement;
   const verdict = cycle.error || !judgement ? 'error' : judgement.verdict;
   const evidence = judgement?.evidence ?? [];
-  const changed = cycle.action ? cycle.action.changes.map((change) => `${change.path}@sha256:${sha256(change.content).slice(0, 16)}`) : [];
+  const changed = cycle.action
+    ? cycle.action.changes.map((change) => `${change.path}@sha256:${sha256(change.content).slice(0, 16)}`)
+    : [];
   const artifactRef = `artifact:sha256:${artifactDigest(artifact)}`;
   const previous = context.task.cycles.at(-1);
   const classification = classifyCycle(
@@ -123,7 +146,9 @@ function classify(context: ParContext, now: number): CycleToRecord {
       verdict,
       ...(judgement?.failureSignature ? { failureSignature: judgement.failureSignature } : {}),
       // An artifact, a test result, a review: anything new counts as evidence of progress.
-      evidenceRefs: cycle.action ? [artifactRef, ...evidence.map((document) => document.ref)] : evidence.map((document) => document.ref),
+      evidenceRefs: cycle.action
+        ? [artifactRef, ...evidence.map((document) => document.ref)]
+        : evidence.map((document) => document.ref),
       toolCalls: cycle.toolCalls,
       elapsedSeconds: round3((now - cycle.started) / 1000),
       transcriptBytes: cycle.bytes,
@@ -145,12 +170,14 @@ function classify(context: ParContext, now: number): CycleToRecord {
       }
     }
   }
-  if (classification.status === 'error') checkpoint = { ...checkpoint, stop_reason: `infrastructure error: ${cycle.error ?? 'the critique failed'}` };
+  if (classification.status === 'error')
+    checkpoint = { ...checkpoint, stop_reason: `infrastructure error: ${cycle.error ?? 'the critique failed'}` };
   const record: ParCycleRecord = {
     cycle: checkpoint.cycle,
     plan_summary: cycle.plan?.plan_summary ?? '(no plan)',
     artifact_refs: changed,
-    evidence_refs: classification.status === 'pass' ? classification.acceptanceEvidence : evidence.map((document) => document.ref),
+    evidence_refs:
+      classification.status === 'pass' ? classification.acceptanceEvidence : evidence.map((document) => document.ref),
     verdict: recordVerdict,
     next_action: 'continue',
     critique: cycle.error ? `infrastructure error: ${cycle.error}` : (judgement?.summary ?? ''),
@@ -185,7 +212,9 @@ export const parMachine = setup({
     decide: notProvided('decide') as unknown as ReturnType<typeof fromPromise<PolicyDecision, ParCheckpoint>>,
     plan: notProvided('plan') as unknown as ReturnType<typeof fromPromise<ParStep<ParPlan>, ParPlanPayload>>,
     act: notProvided('act') as unknown as ReturnType<typeof fromPromise<ParStep<ParAction>, ParActPayload>>,
-    critique: notProvided('critique') as unknown as ReturnType<typeof fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>>,
+    critique: notProvided('critique') as unknown as ReturnType<
+      typeof fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>
+    >,
     record: notProvided('record') as unknown as ReturnType<typeof fromPromise<void, CycleToRecord>>,
   },
   guards: {
@@ -195,7 +224,9 @@ export const parMachine = setup({
     waiting: ({ context }) => context.checkpoint.status === 'waiting_for_human',
     // A cycle passed earlier and waited for gates that have all been approved since.
     gatesApproved: ({ context }) =>
-      context.decision?.decision === 'continue' && context.task.cycles.at(-1)?.verdict === 'needs-human' && pendingGates(context.task, context.checkpoint).length === 0,
+      context.decision?.decision === 'continue' &&
+      context.task.cycles.at(-1)?.verdict === 'needs-human' &&
+      pendingGates(context.task, context.checkpoint).length === 0,
     stop: ({ context }) => context.decision?.decision === 'stop',
     checkpoint: ({ context }) => context.decision?.decision === 'checkpoint',
     hasPending: ({ context }) => context.pending !== null,
@@ -205,7 +236,12 @@ export const parMachine = setup({
   context: ({ input }) => ({ ...input, decision: null, cycle: null, pending: null, final: null }),
   initial: 'deciding',
   on: {
-    CANCEL: { target: '.cancelled', actions: assign({ final: ({ event }) => ({ status: 'checkpoint' as const, reason: event.reason ?? 'interrupted' }) }) },
+    CANCEL: {
+      target: '.cancelled',
+      actions: assign({
+        final: ({ event }) => ({ status: 'checkpoint' as const, reason: event.reason ?? 'interrupted' }),
+      }),
+    },
   },
   states: {
     deciding: {
@@ -224,13 +260,28 @@ export const parMachine = setup({
             target: 'recording',
             actions: assign(({ context, event }) => {
               const pending = context.pending as CycleToRecord;
-              const record = { ...pending.record, next_action: nextAction(pending.record, event.output), policy_reasons: event.output.reasons };
-              return { decision: event.output, pending: { ...pending, record, task: { ...pending.task, cycles: [...pending.task.cycles, record] } } };
+              const record = {
+                ...pending.record,
+                next_action: nextAction(pending.record, event.output),
+                policy_reasons: event.output.reasons,
+              };
+              return {
+                decision: event.output,
+                pending: { ...pending, record, task: { ...pending.task, cycles: [...pending.task.cycles, record] } },
+              };
             }),
           },
           { target: 'judging', actions: assign({ decision: ({ event }) => event.output }) },
         ],
-        onError: { target: 'failed', actions: assign({ final: ({ event }) => ({ status: 'error' as const, reason: `policy evaluation failed: ${errorText(event.error)}` }) }) },
+        onError: {
+          target: 'failed',
+          actions: assign({
+            final: ({ event }) => ({
+              status: 'error' as const,
+              reason: `policy evaluation failed: ${errorText(event.error)}`,
+            }),
+          }),
+        },
       },
     },
     recording: {
@@ -241,10 +292,24 @@ export const parMachine = setup({
           target: 'judging',
           actions: assign(({ context }) => {
             const pending = context.pending as CycleToRecord;
-            return { task: pending.task, checkpoint: pending.checkpoint, artifact: pending.artifact, pending: null, cycle: null };
+            return {
+              task: pending.task,
+              checkpoint: pending.checkpoint,
+              artifact: pending.artifact,
+              pending: null,
+              cycle: null,
+            };
           }),
         },
-        onError: { target: 'failed', actions: assign({ final: ({ event }) => ({ status: 'error' as const, reason: `could not record the cycle: ${errorText(event.error)}` }) }) },
+        onError: {
+          target: 'failed',
+          actions: assign({
+            final: ({ event }) => ({
+              status: 'error' as const,
+              reason: `could not record the cycle: ${errorText(event.error)}`,
+            }),
+          }),
+        },
       },
     },
     judging: {
@@ -260,7 +325,17 @@ export const parMachine = setup({
       ],
     },
     planning: {
-      entry: assign({ cycle: () => ({ started: Date.now(), plan: null, action: null, judgement: null, bytes: 0, toolCalls: 0, error: null }) }),
+      entry: assign({
+        cycle: () => ({
+          started: Date.now(),
+          plan: null,
+          action: null,
+          judgement: null,
+          bytes: 0,
+          toolCalls: 0,
+          error: null,
+        }),
+      }),
       invoke: {
         src: 'plan',
         input: ({ context }) => ({
@@ -272,10 +347,22 @@ export const parMachine = setup({
         onDone: {
           target: 'acting',
           actions: assign({
-            cycle: ({ context, event }) => context.cycle && { ...context.cycle, plan: event.output.value, bytes: context.cycle.bytes + event.output.bytes, toolCalls: context.cycle.toolCalls + 1 },
+            cycle: ({ context, event }) =>
+              context.cycle && {
+                ...context.cycle,
+                plan: event.output.value,
+                bytes: context.cycle.bytes + event.output.bytes,
+                toolCalls: context.cycle.toolCalls + 1,
+              },
           }),
         },
-        onError: { target: 'classifying', actions: assign({ cycle: ({ context, event }) => context.cycle && { ...context.cycle, error: `plan: ${errorText(event.error)}` } }) },
+        onError: {
+          target: 'classifying',
+          actions: assign({
+            cycle: ({ context, event }) =>
+              context.cycle && { ...context.cycle, error: `plan: ${errorText(event.error)}` },
+          }),
+        },
       },
     },
     acting: {
@@ -291,10 +378,22 @@ export const parMachine = setup({
         onDone: {
           target: 'critiquing',
           actions: assign({
-            cycle: ({ context, event }) => context.cycle && { ...context.cycle, action: event.output.value, bytes: context.cycle.bytes + event.output.bytes, toolCalls: context.cycle.toolCalls + 1 },
+            cycle: ({ context, event }) =>
+              context.cycle && {
+                ...context.cycle,
+                action: event.output.value,
+                bytes: context.cycle.bytes + event.output.bytes,
+                toolCalls: context.cycle.toolCalls + 1,
+              },
           }),
         },
-        onError: { target: 'classifying', actions: assign({ cycle: ({ context, event }) => context.cycle && { ...context.cycle, error: `act: ${errorText(event.error)}` } }) },
+        onError: {
+          target: 'classifying',
+          actions: assign({
+            cycle: ({ context, event }) =>
+              context.cycle && { ...context.cycle, error: `act: ${errorText(event.error)}` },
+          }),
+        },
       },
     },
     critiquing: {
@@ -316,21 +415,59 @@ export const parMachine = setup({
               },
           }),
         },
-        onError: { target: 'classifying', actions: assign({ cycle: ({ context, event }) => context.cycle && { ...context.cycle, error: `critique: ${errorText(event.error)}` } }) },
+        onError: {
+          target: 'classifying',
+          actions: assign({
+            cycle: ({ context, event }) =>
+              context.cycle && { ...context.cycle, error: `critique: ${errorText(event.error)}` },
+          }),
+        },
       },
     },
     classifying: {
       entry: assign({ pending: ({ context }) => classify(context, Date.now()) }),
       always: { target: 'deciding' },
     },
-    passed: { type: 'final', entry: assign({ final: () => ({ status: 'pass' as const, reason: 'acceptance satisfied' }) }) },
+    passed: {
+      type: 'final',
+      entry: assign({ final: () => ({ status: 'pass' as const, reason: 'acceptance satisfied' }) }),
+    },
     waitingForHuman: {
       type: 'final',
-      entry: assign({ final: ({ context }) => ({ status: 'needs-human' as const, reason: `waiting for a human decision on ${pendingGates(context.task, context.checkpoint).join(', ')}` }) }),
+      entry: assign({
+        final: ({ context }) => ({
+          status: 'needs-human' as const,
+          reason: `waiting for a human decision on ${pendingGates(context.task, context.checkpoint).join(', ')}`,
+        }),
+      }),
     },
-    stopped: { type: 'final', entry: assign({ final: ({ context }) => ({ status: 'stop' as const, reason: context.decision?.reasons.join('; ') || 'the policy stopped the run' }) }) },
-    handedBack: { type: 'final', entry: assign({ final: ({ context }) => ({ status: 'checkpoint' as const, reason: context.decision?.reasons.join('; ') || 'checkpoint' }) }) },
-    errored: { type: 'final', entry: assign({ final: ({ context }) => ({ status: 'error' as const, reason: context.checkpoint.stop_reason ?? 'infrastructure error' }) }) },
+    stopped: {
+      type: 'final',
+      entry: assign({
+        final: ({ context }) => ({
+          status: 'stop' as const,
+          reason: context.decision?.reasons.join('; ') || 'the policy stopped the run',
+        }),
+      }),
+    },
+    handedBack: {
+      type: 'final',
+      entry: assign({
+        final: ({ context }) => ({
+          status: 'checkpoint' as const,
+          reason: context.decision?.reasons.join('; ') || 'checkpoint',
+        }),
+      }),
+    },
+    errored: {
+      type: 'final',
+      entry: assign({
+        final: ({ context }) => ({
+          status: 'error' as const,
+          reason: context.checkpoint.stop_reason ?? 'infrastructure error',
+        }),
+      }),
+    },
     failed: { type: 'final' },
     cancelled: { type: 'final' },
   },

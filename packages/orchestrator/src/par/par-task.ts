@@ -1,8 +1,29 @@
 import { existsSync } from 'node:fs';
 import { basename, extname } from 'node:path';
-import { ParTaskFileSchema, type HumanDecision, type ParCheckpoint, type ParTaskFile, type ParTaskFileInput } from '@polish/protocol';
-import { checkHumanKey, signHumanRecord, validateCheckpoint, validatePolicy, PolicyInputError } from './policy-engine.js';
-import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeFileAtomic, writeTaskFile, ParInputError } from './coord-files.js';
+import {
+  ParTaskFileSchema,
+  type HumanDecision,
+  type ParCheckpoint,
+  type ParTaskFile,
+  type ParTaskFileInput,
+} from '@polish/protocol';
+import {
+  checkHumanKey,
+  signHumanRecord,
+  validateCheckpoint,
+  validatePolicy,
+  PolicyInputError,
+} from './policy-engine.js';
+import {
+  coordPaths,
+  readJsonFile,
+  readTaskFile,
+  readWorkspace,
+  resolveRef,
+  writeFileAtomic,
+  writeTaskFile,
+  ParInputError,
+} from './coord-files.js';
 import { pendingActionHash } from './par-machine.js';
 
 /** The default checkpoint file of a workspace (agent-collab-harness layout). */
@@ -47,16 +68,26 @@ const issueOf = (error: { issues: { path: PropertyKey[]; message: string }[] }) 
  * fresh checkpoint. Everything is checked before anything is written. A topic that already has
  * cycles is refused (resume it instead); a task file written by hand with no cycles is kept.
  */
-export function createParTask(workspace: string, input: ParTaskFileInput | null, topic: string, now: Date): ParTaskFile {
+export function createParTask(
+  workspace: string,
+  input: ParTaskFileInput | null,
+  topic: string,
+  now: Date,
+): ParTaskFile {
   const paths = coordPaths(workspace, topic);
   let task: ParTaskFile;
   if (existsSync(paths.task)) {
     task = readTaskFile(paths.task);
     if (task.cycles.length > 0 || task.final_status !== null) {
-      throw new ParInputError(`topic ${topic} has already run (${paths.task}); continue it with \`polish par resume --topic ${topic}\``);
+      throw new ParInputError(
+        `topic ${topic} has already run (${paths.task}); continue it with \`polish par resume --topic ${topic}\``,
+      );
     }
   } else {
-    if (!input) throw new ParInputError(`topic ${topic}: no task file at ${paths.task}; pass --goal, --acceptance, --critique and --policy`);
+    if (!input)
+      throw new ParInputError(
+        `topic ${topic}: no task file at ${paths.task}; pass --goal, --acceptance, --critique and --policy`,
+      );
     const parsed = ParTaskFileSchema.safeParse(input);
     if (!parsed.success) throw new ParInputError(`task: ${issueOf(parsed.error)}`);
     task = parsed.data;
@@ -65,17 +96,24 @@ export function createParTask(workspace: string, input: ParTaskFileInput | null,
   try {
     validatePolicy(readJsonFile(policyPath, 'policy'));
   } catch (error) {
-    throw new ParInputError(error instanceof PolicyInputError ? `policy ${basename(policyPath, extname(policyPath))}: ${error.message}` : (error as Error).message);
+    throw new ParInputError(
+      error instanceof PolicyInputError
+        ? `policy ${basename(policyPath, extname(policyPath))}: ${error.message}`
+        : (error as Error).message,
+    );
   }
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   if (existsSync(checkpointPath)) {
     const existing = readJsonFile(checkpointPath, 'checkpoint') as { task_id?: unknown; cycle?: unknown };
     if (existing.task_id !== topic || existing.cycle !== 0) {
-      throw new ParInputError(`checkpoint: ${checkpointPath} belongs to task ${String(existing.task_id)} (cycle ${String(existing.cycle)}); pass --checkpoint for another file`);
+      throw new ParInputError(
+        `checkpoint: ${checkpointPath} belongs to task ${String(existing.task_id)} (cycle ${String(existing.cycle)}); pass --checkpoint for another file`,
+      );
     }
   }
   writeTaskFile(paths.task, task);
-  if (!existsSync(checkpointPath)) writeFileAtomic(checkpointPath, `${JSON.stringify(freshCheckpoint(topic, now), null, 2)}\n`);
+  if (!existsSync(checkpointPath))
+    writeFileAtomic(checkpointPath, `${JSON.stringify(freshCheckpoint(topic, now), null, 2)}\n`);
   return task;
 }
 
@@ -93,23 +131,35 @@ export interface HumanDecisionInput {
  * gates, the run must be waiting on a pending action, and the key must match the policy's key
  * hash; the new checkpoint is validated whole before it replaces the old one.
  */
-export function recordHumanDecision(workspace: string, topic: string, input: HumanDecisionInput, secrets: Record<string, string>, now: Date): HumanDecision {
+export function recordHumanDecision(
+  workspace: string,
+  topic: string,
+  input: HumanDecisionInput,
+  secrets: Record<string, string>,
+  now: Date,
+): HumanDecision {
   const paths = coordPaths(workspace, topic);
   const task = readTaskFile(paths.task);
   const gate = task.acceptance_criteria.find((criterion) => criterion.id === input.gate);
   if (!gate?.human_gate) {
     const gates = task.acceptance_criteria.filter((criterion) => criterion.human_gate).map((criterion) => criterion.id);
-    throw new ParInputError(`gate: ${input.gate} is not a human gate of topic ${topic} (its gates: ${gates.join(', ') || 'none'})`);
+    throw new ParInputError(
+      `gate: ${input.gate} is not a human gate of topic ${topic} (its gates: ${gates.join(', ') || 'none'})`,
+    );
   }
   const policy = validatePolicy(readJsonFile(resolveRef(workspace, task.policy_ref), 'policy'));
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   const checkpoint = validateCheckpoint(readJsonFile(checkpointPath, 'checkpoint'), policy, secrets);
   if (checkpoint.status !== 'waiting_for_human' || !checkpoint.pending_action_hash) {
-    throw new ParInputError(`topic ${topic} is not waiting for a human decision (status ${checkpoint.status}); a gate is decided when the run asks for it`);
+    throw new ParInputError(
+      `topic ${topic} is not waiting for a human decision (status ${checkpoint.status}); a gate is decided when the run asks for it`,
+    );
   }
   // The decision is about the artifact the run asked about, so it must still be the one on disk.
   if (pendingActionHash(task, checkpoint, readWorkspace(workspace)) !== checkpoint.pending_action_hash) {
-    throw new ParInputError(`the workspace changed since topic ${topic} asked for a decision; resume it so it can ask about the current files`);
+    throw new ParInputError(
+      `the workspace changed since topic ${topic} asked for a decision; resume it so it can ask about the current files`,
+    );
   }
   const secret = checkHumanKey(policy, secrets, input.keyId, 'key');
   const decision = signHumanRecord(
@@ -124,7 +174,11 @@ export function recordHumanDecision(workspace: string, topic: string, input: Hum
     input.keyId,
     secret,
   );
-  const updated = validateCheckpoint({ ...checkpoint, decisions: [...checkpoint.decisions, decision], updated_at: now.toISOString() }, policy, secrets);
+  const updated = validateCheckpoint(
+    { ...checkpoint, decisions: [...checkpoint.decisions, decision], updated_at: now.toISOString() },
+    policy,
+    secrets,
+  );
   writeFileAtomic(checkpointPath, `${JSON.stringify(updated, null, 2)}\n`);
   return decision;
 }

@@ -8,13 +8,17 @@ import { evaluatePolicy } from './policy-engine.js';
 // The public samples beside the repository when they are there, else the test copies.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
 const fixtureDir = new URL('../../../../test/fixtures/agent-collab/', import.meta.url);
-const shared = (name: string) => JSON.parse(readFileSync(new URL(name, existsSync(sharedDir) ? sharedDir : fixtureDir), 'utf8'));
+const shared = (name: string) =>
+  JSON.parse(readFileSync(new URL(name, existsSync(sharedDir) ? sharedDir : fixtureDir), 'utf8'));
 const POLICY = shared('policy.sample.json');
 const CHECKPOINT = shared('checkpoint.sample.json');
 const SECRET = 'correct horse battery staple';
 const KEY = 'alice';
 const ACTION = 'a'.repeat(64);
-const signedPolicy = { ...POLICY, human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(SECRET).digest('hex') } } };
+const signedPolicy = {
+  ...POLICY,
+  human_authorization: { key_hashes: { [KEY]: createHash('sha256').update(SECRET).digest('hex') } },
+};
 const keys = { [KEY]: SECRET };
 
 function sign<T extends Record<string, unknown>>(record: T, secret = SECRET, keyId = KEY) {
@@ -22,9 +26,24 @@ function sign<T extends Record<string, unknown>>(record: T, secret = SECRET, key
   return { ...record, authorization: { scheme: 'hmac-sha256', key_id: keyId, signature } };
 }
 const decision = (gate: string, verdict: string, timestamp = '2026-08-31T00:00:00Z') =>
-  sign({ gate, actor: `human:${KEY}`, decision: verdict, timestamp, rationale: 'looked at it', affected_action_hash: ACTION });
+  sign({
+    gate,
+    actor: `human:${KEY}`,
+    decision: verdict,
+    timestamp,
+    rationale: 'looked at it',
+    affected_action_hash: ACTION,
+  });
 const override = (limit: string, value: number, observed: number) =>
-  sign({ limit, value, observed_value: observed, reason: 'more room', actor: `human:${KEY}`, timestamp: '2026-08-31T00:00:00Z', affected_action_hash: ACTION });
+  sign({
+    limit,
+    value,
+    observed_value: observed,
+    reason: 'more room',
+    actor: `human:${KEY}`,
+    timestamp: '2026-08-31T00:00:00Z',
+    affected_action_hash: ACTION,
+  });
 
 const run = (checkpoint: Record<string, unknown>, policy: Record<string, unknown> = signedPolicy) =>
   evaluatePolicy({ policy, checkpoint: { ...CHECKPOINT, ...checkpoint }, policyName: 'sample', humanKeys: keys });
@@ -32,7 +51,13 @@ const run = (checkpoint: Record<string, unknown>, policy: Record<string, unknown
 describe('policy engine (agent-collab-harness v1)', () => {
   it('gives continue with the 13 effective limits for the shared samples', () => {
     const result = evaluatePolicy({ policy: POLICY, checkpoint: CHECKPOINT, policyName: 'policy.sample' });
-    expect(result).toMatchObject({ decision: 'continue', spawn_allowed: true, checkpoint_required: false, reasons: [], policy_id: 'example-policy' });
+    expect(result).toMatchObject({
+      decision: 'continue',
+      spawn_allowed: true,
+      checkpoint_required: false,
+      reasons: [],
+      policy_id: 'example-policy',
+    });
     expect(Object.keys(result.effective_limits)).toEqual([...LIMIT_NAMES]);
     expect(result.effective_limits).toEqual(POLICY.limits);
     expect(Object.keys(result.observed_metrics)).toHaveLength(13);
@@ -53,7 +78,10 @@ describe('policy engine (agent-collab-harness v1)', () => {
     ['children_spawned', 5, 'limit_exceeded:children_spawned=5:max_children_per_parent=4'],
     ['active_children', 3, 'limit_exceeded:active_children=3:max_concurrency=2'],
   ])('stops when %s is %s', (metric, value, reason) => {
-    const result = run({ [metric]: value, ...(metric === 'transcript_bytes' ? { last_checkpoint_transcript_bytes: 200000 } : {}) });
+    const result = run({
+      [metric]: value,
+      ...(metric === 'transcript_bytes' ? { last_checkpoint_transcript_bytes: 200000 } : {}),
+    });
     expect([result.decision, result.reasons]).toEqual(['stop', [reason]]);
     expect(result.spawn_allowed).toBe(false);
   });
@@ -64,19 +92,41 @@ describe('policy engine (agent-collab-harness v1)', () => {
   });
 
   it('lists reasons in order: status, human gates, limits reached, limits exceeded', () => {
-    const result = run({ status: 'blocked', cycle: 9, active_children: 3, pending_action_hash: ACTION, decisions: [decision('deploy', 'decline')] });
-    expect(result.reasons).toEqual(['task_status:blocked', 'human_gate:deploy:decline', 'limit_reached:cycle=9:max_cycles=3', 'limit_exceeded:active_children=3:max_concurrency=2']);
+    const result = run({
+      status: 'blocked',
+      cycle: 9,
+      active_children: 3,
+      pending_action_hash: ACTION,
+      decisions: [decision('deploy', 'decline')],
+    });
+    expect(result.reasons).toEqual([
+      'task_status:blocked',
+      'human_gate:deploy:decline',
+      'limit_reached:cycle=9:max_cycles=3',
+      'limit_exceeded:active_children=3:max_concurrency=2',
+    ]);
   });
 
   it('asks for a checkpoint when the transcript grew by checkpoint_transcript_bytes', () => {
     const result = run({ transcript_bytes: 150000, last_checkpoint_transcript_bytes: 50000 });
-    expect(result).toMatchObject({ decision: 'checkpoint', checkpoint_required: true, spawn_allowed: false, reasons: ['checkpoint_required:transcript_growth=100000:checkpoint_transcript_bytes=100000'] });
+    expect(result).toMatchObject({
+      decision: 'checkpoint',
+      checkpoint_required: true,
+      spawn_allowed: false,
+      reasons: ['checkpoint_required:transcript_growth=100000:checkpoint_transcript_bytes=100000'],
+    });
   });
 
   it('obeys the latest signed decision of each gate', () => {
     const later = '2026-08-31T01:00:00Z';
-    expect(run({ pending_action_hash: ACTION, decisions: [decision('g', 'decline'), decision('g', 'approve', later)] }).decision).toBe('continue');
-    expect(run({ pending_action_hash: ACTION, decisions: [decision('g', 'approve'), decision('g', 'revise', later)] }).reasons).toEqual(['human_gate:g:revise']);
+    expect(
+      run({ pending_action_hash: ACTION, decisions: [decision('g', 'decline'), decision('g', 'approve', later)] })
+        .decision,
+    ).toBe('continue');
+    expect(
+      run({ pending_action_hash: ACTION, decisions: [decision('g', 'approve'), decision('g', 'revise', later)] })
+        .reasons,
+    ).toEqual(['human_gate:g:revise']);
   });
 
   it('raises a limit with a valid signed override', () => {
@@ -86,23 +136,96 @@ describe('policy engine (agent-collab-harness v1)', () => {
   });
 
   it.each([
-    ['a policy missing a limit', {}, { ...signedPolicy, limits: { ...POLICY.limits, max_cycles: undefined } }, 'policy: limits.max_cycles'],
-    ['a negative limit', {}, { ...signedPolicy, limits: { ...POLICY.limits, max_cycles: -1 } }, 'policy: limits.max_cycles'],
-    ['max_transcript_bytes below checkpoint_transcript_bytes', {}, { ...signedPolicy, limits: { ...POLICY.limits, max_transcript_bytes: 10 } }, 'max_transcript_bytes must be at least'],
-    ['max_concurrency above max_children_per_parent', {}, { ...signedPolicy, limits: { ...POLICY.limits, max_concurrency: 9 } }, 'max_concurrency must be at most'],
-    ['a key hash that is not SHA-256 hex', {}, { ...signedPolicy, human_authorization: { key_hashes: { [KEY]: 'nope' } } }, 'policy: human_authorization.key_hashes'],
-    ['decisions without pending_action_hash', { decisions: [decision('g', 'approve')] }, signedPolicy, 'pending_action_hash is required'],
-    ['a record about another action', { pending_action_hash: 'b'.repeat(64), decisions: [decision('g', 'approve')] }, signedPolicy, 'does not concern the pending action'],
-    ['a bad signature', { pending_action_hash: ACTION, decisions: [{ ...decision('g', 'approve'), rationale: 'edited after signing' }] }, signedPolicy, 'bad signature'],
-    ['a key not in the policy', { pending_action_hash: ACTION, decisions: [decision('g', 'approve')] }, POLICY, 'key alice is not in the policy'],
-    ['two decisions of one gate at the same time', { pending_action_hash: ACTION, decisions: [decision('g', 'approve'), decision('g', 'decline')] }, signedPolicy, 'two decisions of gate g'],
-    ['two overrides of one limit', { pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 0), override('max_cycles', 6, 0)] }, signedPolicy, 'a second override of max_cycles'],
-    ['an override that lowers a limit', { pending_action_hash: ACTION, overrides: [override('max_cycles', 2, 0)] }, signedPolicy, 'an override only raises a limit'],
-    ['an override observed above the metric', { cycle: 1, pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 2)] }, signedPolicy, 'observed_value must not exceed the current cycle'],
+    [
+      'a policy missing a limit',
+      {},
+      { ...signedPolicy, limits: { ...POLICY.limits, max_cycles: undefined } },
+      'policy: limits.max_cycles',
+    ],
+    [
+      'a negative limit',
+      {},
+      { ...signedPolicy, limits: { ...POLICY.limits, max_cycles: -1 } },
+      'policy: limits.max_cycles',
+    ],
+    [
+      'max_transcript_bytes below checkpoint_transcript_bytes',
+      {},
+      { ...signedPolicy, limits: { ...POLICY.limits, max_transcript_bytes: 10 } },
+      'max_transcript_bytes must be at least',
+    ],
+    [
+      'max_concurrency above max_children_per_parent',
+      {},
+      { ...signedPolicy, limits: { ...POLICY.limits, max_concurrency: 9 } },
+      'max_concurrency must be at most',
+    ],
+    [
+      'a key hash that is not SHA-256 hex',
+      {},
+      { ...signedPolicy, human_authorization: { key_hashes: { [KEY]: 'nope' } } },
+      'policy: human_authorization.key_hashes',
+    ],
+    [
+      'decisions without pending_action_hash',
+      { decisions: [decision('g', 'approve')] },
+      signedPolicy,
+      'pending_action_hash is required',
+    ],
+    [
+      'a record about another action',
+      { pending_action_hash: 'b'.repeat(64), decisions: [decision('g', 'approve')] },
+      signedPolicy,
+      'does not concern the pending action',
+    ],
+    [
+      'a bad signature',
+      { pending_action_hash: ACTION, decisions: [{ ...decision('g', 'approve'), rationale: 'edited after signing' }] },
+      signedPolicy,
+      'bad signature',
+    ],
+    [
+      'a key not in the policy',
+      { pending_action_hash: ACTION, decisions: [decision('g', 'approve')] },
+      POLICY,
+      'key alice is not in the policy',
+    ],
+    [
+      'two decisions of one gate at the same time',
+      { pending_action_hash: ACTION, decisions: [decision('g', 'approve'), decision('g', 'decline')] },
+      signedPolicy,
+      'two decisions of gate g',
+    ],
+    [
+      'two overrides of one limit',
+      { pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 0), override('max_cycles', 6, 0)] },
+      signedPolicy,
+      'a second override of max_cycles',
+    ],
+    [
+      'an override that lowers a limit',
+      { pending_action_hash: ACTION, overrides: [override('max_cycles', 2, 0)] },
+      signedPolicy,
+      'an override only raises a limit',
+    ],
+    [
+      'an override observed above the metric',
+      { cycle: 1, pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 2)] },
+      signedPolicy,
+      'observed_value must not exceed the current cycle',
+    ],
     ['an unknown status', { status: 'sleeping' }, signedPolicy, 'checkpoint: status'],
   ])('fails closed on %s', (_name, checkpoint, policy, message) => {
     const result = run(checkpoint, policy as Record<string, unknown>);
-    expect(result).toMatchObject({ decision: 'stop', policy_hash: null, spawn_allowed: false, checkpoint_required: false, effective_limits: {}, observed_metrics: {}, policy_id: 'sample' });
+    expect(result).toMatchObject({
+      decision: 'stop',
+      policy_hash: null,
+      spawn_allowed: false,
+      checkpoint_required: false,
+      effective_limits: {},
+      observed_metrics: {},
+      policy_id: 'sample',
+    });
     expect(result.reasons).toHaveLength(1);
     expect(result.reasons[0]).toMatch(/^evaluation_error:/);
     expect(result.reasons[0]).toContain(message);

@@ -32,7 +32,11 @@ const METRIC_OF: Partial<Record<LimitName, keyof ParCheckpoint>> = {
   ...Object.fromEntries([...REACHED, ...EXCEEDED].map(([metric, limit]) => [limit, metric])),
   checkpoint_transcript_bytes: 'transcript_bytes',
 };
-const OBSERVED = [...REACHED.map(([metric]) => metric), ...EXCEEDED.map(([metric]) => metric), 'last_checkpoint_transcript_bytes'] as const;
+const OBSERVED = [
+  ...REACHED.map(([metric]) => metric),
+  ...EXCEEDED.map(([metric]) => metric),
+  'last_checkpoint_transcript_bytes',
+] as const;
 
 /** Input is invalid: the engine fails closed with this message. */
 export class PolicyInputError extends Error {
@@ -51,7 +55,9 @@ export function validatePolicy(raw: unknown): ParPolicy {
   if (!parsed.success) throw new PolicyInputError(firstIssue('policy', parsed.error));
   const { limits } = parsed.data;
   if (limits.max_transcript_bytes < limits.checkpoint_transcript_bytes) {
-    throw new PolicyInputError('policy: limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes');
+    throw new PolicyInputError(
+      'policy: limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes',
+    );
   }
   if (limits.max_concurrency > limits.max_children_per_parent) {
     throw new PolicyInputError('policy: limits.max_concurrency must be at most limits.max_children_per_parent');
@@ -60,30 +66,48 @@ export function validatePolicy(raw: unknown): ParPolicy {
 }
 
 /** Signs a human record: HMAC-SHA256 with the key's secret over the record's canonical JSON (without `authorization`). */
-export function signHumanRecord<T extends { actor: string }>(unsigned: T, keyId: string, secret: string): T & { authorization: { scheme: 'hmac-sha256'; key_id: string; signature: string } } {
+export function signHumanRecord<T extends { actor: string }>(
+  unsigned: T,
+  keyId: string,
+  secret: string,
+): T & { authorization: { scheme: 'hmac-sha256'; key_id: string; signature: string } } {
   const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest('hex');
   return { ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: keyId, signature } };
 }
 
 /** Checks that a key id may sign under the policy: the policy knows it and the secret hashes to its key hash. */
-export function checkHumanKey(policy: ParPolicy, secrets: Record<string, string>, keyId: string, where: string): string {
+export function checkHumanKey(
+  policy: ParPolicy,
+  secrets: Record<string, string>,
+  keyId: string,
+  where: string,
+): string {
   const expectedHash = policy.human_authorization.key_hashes[keyId];
   if (!expectedHash) throw new PolicyInputError(`${where}: key ${keyId} is not in the policy's key_hashes`);
   const secret = secrets[keyId];
-  if (secret === undefined) throw new PolicyInputError(`${where}: no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
-  if (sha256(secret) !== expectedHash) throw new PolicyInputError(`${where}: the secret of key ${keyId} does not match the policy's key hash`);
+  if (secret === undefined)
+    throw new PolicyInputError(`${where}: no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
+  if (sha256(secret) !== expectedHash)
+    throw new PolicyInputError(`${where}: the secret of key ${keyId} does not match the policy's key hash`);
   return secret;
 }
 
 /** Checks one human record: its key is the policy's, its secret hashes right, its signature is the secret's. */
-export function verifyHumanRecord(record: { actor: string; authorization: { key_id: string; signature: string } }, policy: ParPolicy, secrets: Record<string, string>, where: string) {
+export function verifyHumanRecord(
+  record: { actor: string; authorization: { key_id: string; signature: string } },
+  policy: ParPolicy,
+  secrets: Record<string, string>,
+  where: string,
+) {
   const keyId = record.actor.slice('human:'.length);
-  if (record.authorization.key_id !== keyId) throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
+  if (record.authorization.key_id !== keyId)
+    throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
   const secret = checkHumanKey(policy, secrets, keyId, where);
   const { authorization: _authorization, ...unsigned } = record;
   const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest();
   const given = Buffer.from(record.authorization.signature, 'hex');
-  if (given.length !== signature.length || !timingSafeEqual(given, signature)) throw new PolicyInputError(`${where}: bad signature`);
+  if (given.length !== signature.length || !timingSafeEqual(given, signature))
+    throw new PolicyInputError(`${where}: bad signature`);
 }
 
 /** Parses and checks a checkpoint against its policy (signatures, action hashes, overrides). */
@@ -93,14 +117,17 @@ export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Rec
   const checkpoint = parsed.data;
   const records = [...checkpoint.decisions, ...checkpoint.overrides];
   if (records.length > 0) {
-    if (!checkpoint.pending_action_hash) throw new PolicyInputError('checkpoint: pending_action_hash is required when decisions or overrides exist');
+    if (!checkpoint.pending_action_hash)
+      throw new PolicyInputError('checkpoint: pending_action_hash is required when decisions or overrides exist');
     for (const record of records) {
       if (record.affected_action_hash !== checkpoint.pending_action_hash) {
         throw new PolicyInputError('checkpoint: a record does not concern the pending action (affected_action_hash)');
       }
     }
   }
-  checkpoint.decisions.forEach((decision, index) => verifyHumanRecord(decision, policy, secrets, `checkpoint: decisions.${index}`));
+  checkpoint.decisions.forEach((decision, index) =>
+    verifyHumanRecord(decision, policy, secrets, `checkpoint: decisions.${index}`),
+  );
   const overridden = new Set<string>();
   checkpoint.overrides.forEach((override, index) => {
     const where = `checkpoint: overrides.${index}`;
@@ -110,14 +137,18 @@ export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Rec
     const limit = policy.limits[override.limit];
     const metric = METRIC_OF[override.limit];
     const current = metric ? Number(checkpoint[metric]) : Infinity;
-    if (!(override.observed_value < limit)) throw new PolicyInputError(`${where}: observed_value must be below the policy's ${override.limit} (${limit})`);
-    if (!(override.observed_value <= current)) throw new PolicyInputError(`${where}: observed_value must not exceed the current ${metric}`);
-    if (!(override.value >= limit)) throw new PolicyInputError(`${where}: an override only raises a limit (value ≥ ${limit})`);
+    if (!(override.observed_value < limit))
+      throw new PolicyInputError(`${where}: observed_value must be below the policy's ${override.limit} (${limit})`);
+    if (!(override.observed_value <= current))
+      throw new PolicyInputError(`${where}: observed_value must not exceed the current ${metric}`);
+    if (!(override.value >= limit))
+      throw new PolicyInputError(`${where}: an override only raises a limit (value ≥ ${limit})`);
   });
   const latest = new Map<string, string>();
   for (const decision of checkpoint.decisions) {
     const key = `${decision.gate}\u0000${Date.parse(decision.timestamp)}`;
-    if (latest.has(key)) throw new PolicyInputError(`checkpoint: two decisions of gate ${decision.gate} at the same time`);
+    if (latest.has(key))
+      throw new PolicyInputError(`checkpoint: two decisions of gate ${decision.gate} at the same time`);
     latest.set(key, decision.decision);
   }
   return checkpoint;
@@ -133,7 +164,12 @@ export function humanKeysFrom(environment: NodeJS.ProcessEnv = process.env): Rec
   } catch {
     throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON is not JSON');
   }
-  if (!keys || typeof keys !== 'object' || Array.isArray(keys) || Object.values(keys).some((value) => typeof value !== 'string')) {
+  if (
+    !keys ||
+    typeof keys !== 'object' ||
+    Array.isArray(keys) ||
+    Object.values(keys).some((value) => typeof value !== 'string')
+  ) {
     throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON must be a JSON object of key id → secret');
   }
   return keys as Record<string, string>;
@@ -149,9 +185,11 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
   for (const decision of checkpoint.decisions) {
     const timestamp = Date.parse(decision.timestamp);
     const known = latestByGate.get(decision.gate);
-    if (!known || timestamp > known.timestamp) latestByGate.set(decision.gate, { timestamp, decision: decision.decision });
+    if (!known || timestamp > known.timestamp)
+      latestByGate.set(decision.gate, { timestamp, decision: decision.decision });
   }
-  for (const [gate, { decision }] of latestByGate) if (decision !== 'approve') reasons.push(`human_gate:${gate}:${decision}`);
+  for (const [gate, { decision }] of latestByGate)
+    if (decision !== 'approve') reasons.push(`human_gate:${gate}:${decision}`);
   for (const [metric, limit] of REACHED) {
     const observed = Number(checkpoint[metric]);
     if (observed >= limits[limit]) reasons.push(`limit_reached:${metric}=${observed}:${limit}=${limits[limit]}`);
@@ -168,7 +206,9 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
     if (growth >= limits.checkpoint_transcript_bytes) {
       decision = 'checkpoint';
       checkpointRequired = true;
-      reasons.push(`checkpoint_required:transcript_growth=${growth}:checkpoint_transcript_bytes=${limits.checkpoint_transcript_bytes}`);
+      reasons.push(
+        `checkpoint_required:transcript_growth=${growth}:checkpoint_transcript_bytes=${limits.checkpoint_transcript_bytes}`,
+      );
     }
   }
   return {
@@ -176,7 +216,10 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
     policy_id: policy.policy_id,
     policy_hash: sha256(canonicalJson(policy)),
     decision,
-    spawn_allowed: decision === 'continue' && checkpoint.children_spawned < limits.max_children_per_parent && checkpoint.active_children < limits.max_concurrency,
+    spawn_allowed:
+      decision === 'continue' &&
+      checkpoint.children_spawned < limits.max_children_per_parent &&
+      checkpoint.active_children < limits.max_concurrency,
     checkpoint_required: checkpointRequired,
     reasons,
     effective_limits: Object.fromEntries(LIMIT_NAMES.map((name) => [name, limits[name]])),
@@ -203,7 +246,12 @@ export function failClosed(policyId: string, message: string): PolicyDecision {
  * The policy engine: validates the policy and checkpoint (with the human keys) and decides.
  * Never throws: invalid input fails closed (`stop`, reason `evaluation_error:…`).
  */
-export function evaluatePolicy(input: { policy: unknown; checkpoint: unknown; policyName: string; humanKeys?: Record<string, string> }): PolicyDecision {
+export function evaluatePolicy(input: {
+  policy: unknown;
+  checkpoint: unknown;
+  policyName: string;
+  humanKeys?: Record<string, string>;
+}): PolicyDecision {
   try {
     const policy = validatePolicy(input.policy);
     return decide(policy, validateCheckpoint(input.checkpoint, policy, input.humanKeys ?? {}));

@@ -3,7 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { ParCheckpointSchema } from '@polish/protocol';
 import { classifyCycle, type CycleOutcome } from './progress.js';
 
-const start = ParCheckpointSchema.parse(JSON.parse(readFileSync(new URL('../../../../test/fixtures/agent-collab/checkpoint.sample.json', import.meta.url), 'utf8')));
+const start = ParCheckpointSchema.parse(
+  JSON.parse(
+    readFileSync(new URL('../../../../test/fixtures/agent-collab/checkpoint.sample.json', import.meta.url), 'utf8'),
+  ),
+);
 const now = new Date('2026-11-30T00:00:00Z');
 const cycle = (outcome: Partial<CycleOutcome>): CycleOutcome => ({
   critique: 'command',
@@ -17,23 +21,50 @@ const cycle = (outcome: Partial<CycleOutcome>): CycleOutcome => ({
 
 describe('classifyCycle', () => {
   it('passes on an outside critique, citing its evidence, and counts the cycle', () => {
-    const result = classifyCycle(start, cycle({ verdict: 'pass', evidenceRefs: ['test:npm test exit 0'] }), undefined, now);
+    const result = classifyCycle(
+      start,
+      cycle({ verdict: 'pass', evidenceRefs: ['test:npm test exit 0'] }),
+      undefined,
+      now,
+    );
     expect(result.status).toBe('pass');
     expect(result.acceptanceEvidence).toEqual(['test:npm test exit 0']);
-    expect(result.checkpoint).toMatchObject({ cycle: 1, tool_calls: 2, elapsed_seconds: 1.5, transcript_bytes: 100, status: 'completed', updated_at: now.toISOString() });
+    expect(result.checkpoint).toMatchObject({
+      cycle: 1,
+      tool_calls: 2,
+      elapsed_seconds: 1.5,
+      transcript_bytes: 100,
+      status: 'completed',
+      updated_at: now.toISOString(),
+    });
   });
 
   it('never passes on self-critique alone', () => {
-    const result = classifyCycle(start, cycle({ critique: 'self', verdict: 'pass', evidenceRefs: ['self:looks good'] }), undefined, now);
+    const result = classifyCycle(
+      start,
+      cycle({ critique: 'self', verdict: 'pass', evidenceRefs: ['self:looks good'] }),
+      undefined,
+      now,
+    );
     expect(result.status).toBe('fail');
     expect(result.reason).toBe('self-critique passed, which is never independent acceptance');
   });
 
   it('counts the same failure again, and resets on a different one', () => {
     const first = classifyCycle(start, cycle({ failureSignature: 'test_a', evidenceRefs: ['run:1'] }), undefined, now);
-    const again = classifyCycle(first.checkpoint, cycle({ failureSignature: 'test_a', evidenceRefs: ['run:2'] }), 'test_a', now);
+    const again = classifyCycle(
+      first.checkpoint,
+      cycle({ failureSignature: 'test_a', evidenceRefs: ['run:2'] }),
+      'test_a',
+      now,
+    );
     expect(again.checkpoint.same_failure_retries).toBe(1);
-    const other = classifyCycle(again.checkpoint, cycle({ failureSignature: 'test_b', evidenceRefs: ['run:3'] }), 'test_a', now);
+    const other = classifyCycle(
+      again.checkpoint,
+      cycle({ failureSignature: 'test_b', evidenceRefs: ['run:3'] }),
+      'test_a',
+      now,
+    );
     expect(other.checkpoint.same_failure_retries).toBe(0);
   });
 

@@ -33,7 +33,12 @@ export interface CycleClassification {
  * no new evidence ⇒ `no_evidence_cycles` + 1, new evidence resets it. An infrastructure error
  * ends the cycle as `error`: evidence of an error, not permission to retry.
  */
-export function classifyCycle(checkpoint: ParCheckpoint, outcome: CycleOutcome, previousFailure: string | undefined, now: Date): CycleClassification {
+export function classifyCycle(
+  checkpoint: ParCheckpoint,
+  outcome: CycleOutcome,
+  previousFailure: string | undefined,
+  now: Date,
+): CycleClassification {
   const known = new Set(checkpoint.evidence_refs);
   const fresh = outcome.evidenceRefs.filter((ref) => !known.has(ref));
   const base: ParCheckpoint = {
@@ -47,12 +52,25 @@ export function classifyCycle(checkpoint: ParCheckpoint, outcome: CycleOutcome, 
     updated_at: now.toISOString(),
   };
   if (outcome.verdict === 'error') {
-    return { status: 'error', acceptanceEvidence: [], checkpoint: { ...base, status: 'error' }, reason: 'the critique source failed: an infrastructure error ends the cycle' };
+    return {
+      status: 'error',
+      acceptanceEvidence: [],
+      checkpoint: { ...base, status: 'error' },
+      reason: 'the critique source failed: an infrastructure error ends the cycle',
+    };
   }
   if (outcome.verdict === 'pass' && outcome.critique !== 'self') {
-    return { status: 'pass', acceptanceEvidence: outcome.evidenceRefs, checkpoint: { ...base, same_failure_retries: 0, status: 'completed' }, reason: `acceptance satisfied (${outcome.critique} critique)` };
+    return {
+      status: 'pass',
+      acceptanceEvidence: outcome.evidenceRefs,
+      checkpoint: { ...base, same_failure_retries: 0, status: 'completed' },
+      reason: `acceptance satisfied (${outcome.critique} critique)`,
+    };
   }
-  const same = outcome.verdict === 'fail' && outcome.failureSignature !== undefined && outcome.failureSignature === previousFailure;
+  const same =
+    outcome.verdict === 'fail' &&
+    outcome.failureSignature !== undefined &&
+    outcome.failureSignature === previousFailure;
   return {
     status: 'fail',
     acceptanceEvidence: [],

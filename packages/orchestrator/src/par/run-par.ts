@@ -25,9 +25,26 @@ import type { z } from 'zod';
 import type { Dispatcher } from '../dispatcher.js';
 import { evaluatePolicy } from './policy-engine.js';
 import { canonicalJson } from './canonical-json.js';
-import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeChanges, writeFileAtomic, writeTaskFile, ParInputError } from './coord-files.js';
+import {
+  coordPaths,
+  readJsonFile,
+  readTaskFile,
+  readWorkspace,
+  resolveRef,
+  writeChanges,
+  writeFileAtomic,
+  writeTaskFile,
+  ParInputError,
+} from './coord-files.js';
 import { renderFinalReport } from './final-report.js';
-import { parMachine, pendingActionHash, pendingGates, type CritiqueInput, type CycleToRecord, type ParStep } from './par-machine.js';
+import {
+  parMachine,
+  pendingActionHash,
+  pendingGates,
+  type CritiqueInput,
+  type CycleToRecord,
+  type ParStep,
+} from './par-machine.js';
 import type { CritiqueAnswer } from './critique.js';
 
 const run = promisify(execFile);
@@ -85,7 +102,8 @@ export interface ParRunResult {
 }
 
 /** Bytes that crossed the wire for one task: its payload and its answer. */
-const wireBytes = (payload: unknown, result: unknown) => Buffer.byteLength(JSON.stringify(payload)) + Buffer.byteLength(JSON.stringify(result ?? null));
+const wireBytes = (payload: unknown, result: unknown) =>
+  Buffer.byteLength(JSON.stringify(payload)) + Buffer.byteLength(JSON.stringify(result ?? null));
 
 /** Sends a task (in its wave span) and validates its answer, re-sending once if the answer breaks the contract. */
 function dispatchValidated<R extends TaskRole, T>(
@@ -96,7 +114,9 @@ function dispatchValidated<R extends TaskRole, T>(
   context: DispatchContext,
   once?: { timeoutMs: number },
 ): Promise<ParStep<T>> {
-  return inWaveSpan(role, context.cycle(), context.trace, () => dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once));
+  return inWaveSpan(role, context.cycle(), context.trace, () =>
+    dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once),
+  );
 }
 
 async function dispatchValidatedUntraced<R extends TaskRole, T>(
@@ -113,8 +133,12 @@ async function dispatchValidatedUntraced<R extends TaskRole, T>(
   // A command critique runs once, with its own timeout: re-running it is not the critique's call.
   const sends = once ? 1 : 2;
   for (let attempt = 1; attempt <= sends; attempt += 1) {
-    const outcome = await dispatcher.dispatch(role, payload, { signal: context.signal, ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}) });
-    if (outcome.model.provider !== 'none') context.models.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
+    const outcome = await dispatcher.dispatch(role, payload, {
+      signal: context.signal,
+      ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}),
+    });
+    if (outcome.model.provider !== 'none')
+      context.models.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
     const parsed = schema.safeParse(outcome.result);
     if (parsed.success) {
       context.report({
@@ -132,7 +156,10 @@ async function dispatchValidatedUntraced<R extends TaskRole, T>(
     }
     problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
   }
-  throw new PolishError('CONTRACT_VIOLATION', `${role} broke the contract (${sends} answer${sends === 1 ? '' : 's'}): ${problem}`);
+  throw new PolishError(
+    'CONTRACT_VIOLATION',
+    `${role} broke the contract (${sends} answer${sends === 1 ? '' : 's'}): ${problem}`,
+  );
 }
 
 async function git(workspace: string, args: string[]): Promise<string> {
@@ -176,9 +203,11 @@ function stoppedStatus(checkpoint: ParCheckpoint, reasons: readonly string[]): P
 /** The task's files, loaded and checked. Throws `ParInputError` naming what is wrong. */
 function loadTask(workspace: string, topic: string) {
   const paths = coordPaths(workspace, topic);
-  if (!existsSync(paths.task)) throw new ParInputError(`topic ${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
+  if (!existsSync(paths.task))
+    throw new ParInputError(`topic ${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
   const task = readTaskFile(paths.task);
-  if (task.topic !== topic) throw new ParInputError(`task file: ${paths.task} is for topic ${task.topic}, not ${topic}`);
+  if (task.topic !== topic)
+    throw new ParInputError(`task file: ${paths.task} is for topic ${task.topic}, not ${topic}`);
   const policyPath = resolveRef(workspace, task.policy_ref);
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   return {
@@ -199,19 +228,23 @@ function loadTask(workspace: string, topic: string) {
 export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
   const runId = options.runId ?? `par-${options.topic}-${randomUUID()}`;
   // The run's trace: this span is the root (or a child of the caller's active span), each dispatch a child.
-  return tracer.startActiveSpan('polish.par', { attributes: { 'polish.run_id': runId, 'polish.topic': options.topic } }, async (span) => {
-    try {
-      const result = await runParIn({ ...options, runId }, trace.setSpan(otelContext.active(), span));
-      span.setAttributes({ 'polish.status': result.final_status, 'polish.cycles': result.cycles });
-      if (result.final_status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: 'error' });
-      return result;
-    } catch (error) {
-      span.setStatus({ code: SpanStatusCode.ERROR, message: PolishError.from(error).code });
-      throw error;
-    } finally {
-      span.end();
-    }
-  });
+  return tracer.startActiveSpan(
+    'polish.par',
+    { attributes: { 'polish.run_id': runId, 'polish.topic': options.topic } },
+    async (span) => {
+      try {
+        const result = await runParIn({ ...options, runId }, trace.setSpan(otelContext.active(), span));
+        span.setAttributes({ 'polish.status': result.final_status, 'polish.cycles': result.cycles });
+        if (result.final_status === 'error') span.setStatus({ code: SpanStatusCode.ERROR, message: 'error' });
+        return result;
+      } catch (error) {
+        span.setStatus({ code: SpanStatusCode.ERROR, message: PolishError.from(error).code });
+        throw error;
+      } finally {
+        span.end();
+      }
+    },
+  );
 }
 
 async function runParIn(options: ParRunOptions, traceContext: Context): Promise<ParRunResult> {
@@ -225,14 +258,44 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   const report: Report = (event) => options.onEvent?.({ ...event, runId, at: Date.now() } as RunEvent);
   if (options.git) await checkGitWorkspace(workspace);
 
-  const finish = (task: ParTaskFile, status: ParFinalStatus, reason: string, decision: PolicyDecision | null, checkpoint: ParCheckpoint | null, interrupted = false): ParRunResult => {
+  const finish = (
+    task: ParTaskFile,
+    status: ParFinalStatus,
+    reason: string,
+    decision: PolicyDecision | null,
+    checkpoint: ParCheckpoint | null,
+    interrupted = false,
+  ): ParRunResult => {
     const gates = checkpoint ? pendingGates(task, checkpoint) : [];
     const finalTask = { ...task, final_status: status };
     writeTaskFile(paths.task, finalTask);
     const pending = status === 'needs-human' ? gates : [];
     report({ type: 'par.finished', final_status: status, reason, cycles: task.cycles.length });
-    writeFileAtomic(paths.final, renderFinalReport({ workspace, task: finalTask, status, reason, decision, checkpoint, pendingGates: pending, models: [...models] }));
-    return { run_id: runId, topic, final_status: status, reason, decision, cycles: task.cycles.length, interrupted, pending_gates: pending, models: [...models], files: { task: paths.task, checkpoint: paths.checkpoint, final: paths.final } };
+    writeFileAtomic(
+      paths.final,
+      renderFinalReport({
+        workspace,
+        task: finalTask,
+        status,
+        reason,
+        decision,
+        checkpoint,
+        pendingGates: pending,
+        models: [...models],
+      }),
+    );
+    return {
+      run_id: runId,
+      topic,
+      final_status: status,
+      reason,
+      decision,
+      cycles: task.cycles.length,
+      interrupted,
+      pending_gates: pending,
+      models: [...models],
+      files: { task: paths.task, checkpoint: paths.checkpoint, final: paths.final },
+    };
   };
 
   report({
@@ -255,10 +318,13 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   // A run that waited for humans goes on once every gate has a signed decision; the policy weighs
   // them. The decisions are about the artifact as it was when the run asked: not another one.
   if (checkpoint.status === 'waiting_for_human') {
-    const undecided = loaded.task.acceptance_criteria.filter((criterion) => criterion.human_gate && !checkpoint.decisions.some((record) => record.gate === criterion.id));
+    const undecided = loaded.task.acceptance_criteria.filter(
+      (criterion) => criterion.human_gate && !checkpoint.decisions.some((record) => record.gate === criterion.id),
+    );
     if (undecided.length === 0) {
       if (checkpoint.pending_action_hash !== pendingActionHash(loaded.task, checkpoint, artifact)) {
-        const reason = 'the workspace changed after the run asked for a human decision: the decisions recorded do not cover it';
+        const reason =
+          'the workspace changed after the run asked for a human decision: the decisions recorded do not cover it';
         progress(`par: ${reason}`);
         return finish(loaded.task, 'stop', reason, first, checkpoint);
       }
@@ -269,18 +335,30 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   if (checkpoint.status === 'budget_exhausted') checkpoint = { ...checkpoint, status: 'running', stop_reason: null };
 
   // The agent's writes never reach the files that govern it.
-  const protectedPaths = new Set([workspacePathOf(workspace, loaded.task.policy_ref), workspacePathOf(workspace, loaded.task.checkpoint_ref)]);
+  const protectedPaths = new Set([
+    workspacePathOf(workspace, loaded.task.policy_ref),
+    workspacePathOf(workspace, loaded.task.checkpoint_ref),
+  ]);
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
-  const decide = (candidate: ParCheckpoint) => evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
-  const dispatchContext: DispatchContext = { signal: controller.signal, models, report, cycle: () => checkpoint.cycle + 1, trace: traceContext };
+  const decide = (candidate: ParCheckpoint) =>
+    evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
+  const dispatchContext: DispatchContext = {
+    signal: controller.signal,
+    models,
+    report,
+    cycle: () => checkpoint.cycle + 1,
+    trace: traceContext,
+  };
 
   const machine = parMachine.provide({
     actors: {
       decide: fromPromise<PolicyDecision, ParCheckpoint>(async ({ input }) => {
         const decision = decide(input);
-        progress(`par: policy: ${decision.decision}${decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : ''}`);
+        progress(
+          `par: policy: ${decision.decision}${decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : ''}`,
+        );
         report({ type: 'par.decision', decision });
         return decision;
       }),
@@ -292,28 +370,56 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
       }),
       act: fromPromise(async ({ input }) => {
         const step = await dispatchValidated(options.dispatcher, 'par.act', input, ParActionSchema, dispatchContext);
-        const forbidden = step.value.changes.filter((change) => protectedPaths.has(change.path)).map((change) => change.path);
-        if (forbidden.length > 0) throw new PolishError('CONTRACT_VIOLATION', `the agent may not write the policy or the checkpoint (${forbidden.join(', ')})`);
-        progress(`par: act: ${step.value.changes.length} file${step.value.changes.length === 1 ? '' : 's'} written${step.value.changes.length > 0 ? ` (${step.value.changes.map((change) => change.path).join(', ')})` : ''}`);
+        const forbidden = step.value.changes
+          .filter((change) => protectedPaths.has(change.path))
+          .map((change) => change.path);
+        if (forbidden.length > 0)
+          throw new PolishError(
+            'CONTRACT_VIOLATION',
+            `the agent may not write the policy or the checkpoint (${forbidden.join(', ')})`,
+          );
+        progress(
+          `par: act: ${step.value.changes.length} file${step.value.changes.length === 1 ? '' : 's'} written${step.value.changes.length > 0 ? ` (${step.value.changes.map((change) => change.path).join(', ')})` : ''}`,
+        );
         return step;
       }),
-      critique: fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>(
-        async ({ input }) => {
-          const source = input.task.critique_source;
-          if (source.kind === 'self') return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
-          if (source.kind === 'review') {
-            const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
-            const step = await dispatchValidated(options.dispatcher, 'par.review', { artifact: input.artifact, acceptance_criteria: criteria }, parReviewSchemaFor(criteria), dispatchContext);
-            progress(`par: review: ${step.value.results.filter((result) => result.passed).length}/${step.value.results.length} criteria pass`);
-            return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
-          }
-          const payload = { artifact: input.artifact, command: source.command, timeout_ms: Math.round(source.timeout_seconds * 1000) };
-          // The worker kills the command at its timeout; the margin covers writing the files and replying.
-          const step = await dispatchValidated(options.dispatcher, 'par.command', payload, ParCommandResultSchema, dispatchContext, { timeoutMs: payload.timeout_ms + 30_000 });
-          progress(`par: ${source.kind} critique: \`${source.command}\` ${step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`}`);
-          return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
-        },
-      ),
+      critique: fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>(async ({ input }) => {
+        const source = input.task.critique_source;
+        if (source.kind === 'self')
+          return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
+        if (source.kind === 'review') {
+          const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
+          const step = await dispatchValidated(
+            options.dispatcher,
+            'par.review',
+            { artifact: input.artifact, acceptance_criteria: criteria },
+            parReviewSchemaFor(criteria),
+            dispatchContext,
+          );
+          progress(
+            `par: review: ${step.value.results.filter((result) => result.passed).length}/${step.value.results.length} criteria pass`,
+          );
+          return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
+        }
+        const payload = {
+          artifact: input.artifact,
+          command: source.command,
+          timeout_ms: Math.round(source.timeout_seconds * 1000),
+        };
+        // The worker kills the command at its timeout; the margin covers writing the files and replying.
+        const step = await dispatchValidated(
+          options.dispatcher,
+          'par.command',
+          payload,
+          ParCommandResultSchema,
+          dispatchContext,
+          { timeoutMs: payload.timeout_ms + 30_000 },
+        );
+        progress(
+          `par: ${source.kind} critique: \`${source.command}\` ${step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`}`,
+        );
+        return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
+      }),
       record: fromPromise<void, CycleToRecord>(async ({ input }) => {
         // Evidence and workspace first, the checkpoint last: the checkpoint never names what is not on disk.
         for (const document of input.evidence) writeFileAtomic(resolveRef(workspace, document.ref), document.content);
@@ -328,14 +434,18 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
     },
   });
 
-  const actor = createActor(machine, { input: { task: loaded.task, checkpoint, artifact }, ...(options.inspect ? { inspect: options.inspect } : {}) });
+  const actor = createActor(machine, {
+    input: { task: loaded.task, checkpoint, artifact },
+    ...(options.inspect ? { inspect: options.inspect } : {}),
+  });
   let lastState = '';
   actor.subscribe((snapshot) => {
     const state = String(snapshot.value);
     if (state !== lastState) report({ type: 'state.entered', state });
     lastState = state;
   });
-  const cancel = () => actor.send({ type: 'CANCEL', reason: `interrupted (${String(controller.signal.reason ?? 'aborted')})` });
+  const cancel = () =>
+    actor.send({ type: 'CANCEL', reason: `interrupted (${String(controller.signal.reason ?? 'aborted')})` });
   controller.signal.addEventListener('abort', cancel, { once: true });
   actor.start();
   if (options.signal?.aborted) onAbort();
@@ -347,22 +457,33 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   const status = final?.status ?? 'error';
   const reason = final?.reason ?? 'the run ended without a status';
 
-  if (snapshot.value === 'cancelled') return finish(task, 'checkpoint', `${reason}: resume from the last checkpoint`, decision, finalCheckpoint, true);
+  if (snapshot.value === 'cancelled')
+    return finish(task, 'checkpoint', `${reason}: resume from the last checkpoint`, decision, finalCheckpoint, true);
   if (snapshot.value === 'failed' || (snapshot.value === 'stopped' && decision?.policy_hash === null)) {
     // Nothing trustworthy to write into the checkpoint: leave it as it is.
     return finish(task, status, reason, decision, finalCheckpoint);
   }
   // A later decision may concern the next action: name it, unless signed records already concern another.
   const withPending = (candidate: ParCheckpoint): ParCheckpoint =>
-    candidate.decisions.length + candidate.overrides.length > 0 ? candidate : { ...candidate, pending_action_hash: pendingActionHash(task, candidate, snapshot.context.artifact) };
+    candidate.decisions.length + candidate.overrides.length > 0
+      ? candidate
+      : { ...candidate, pending_action_hash: pendingActionHash(task, candidate, snapshot.context.artifact) };
   let lastDecision = decision;
   if (snapshot.value === 'passed') {
     finalCheckpoint = { ...finalCheckpoint, status: 'completed', stop_reason: null };
     lastDecision = decide(finalCheckpoint);
   } else if (snapshot.value === 'stopped') {
-    finalCheckpoint = withPending({ ...finalCheckpoint, status: stoppedStatus(finalCheckpoint, decision?.reasons ?? []), stop_reason: decision?.reasons[0] ?? 'stopped by the policy' });
+    finalCheckpoint = withPending({
+      ...finalCheckpoint,
+      status: stoppedStatus(finalCheckpoint, decision?.reasons ?? []),
+      stop_reason: decision?.reasons[0] ?? 'stopped by the policy',
+    });
   } else if (snapshot.value === 'handedBack') {
-    finalCheckpoint = withPending({ ...finalCheckpoint, last_checkpoint_transcript_bytes: finalCheckpoint.transcript_bytes, stop_reason: null });
+    finalCheckpoint = withPending({
+      ...finalCheckpoint,
+      last_checkpoint_transcript_bytes: finalCheckpoint.transcript_bytes,
+      stop_reason: null,
+    });
   }
   finalCheckpoint = { ...finalCheckpoint, updated_at: new Date().toISOString() };
   writeFileAtomic(paths.checkpoint, `${JSON.stringify(finalCheckpoint, null, 2)}\n`);

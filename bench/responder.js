@@ -4,6 +4,7 @@
 // task of every run until n are held, then answers them all: every run is in flight at once.
 import { connect } from '@nats-io/transport-node';
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
+import { taskSubject } from '@polish/protocol';
 
 const { NATS_URL, SCRIPT, HOLD } = process.env;
 const hold = Number(HOLD ?? 0);
@@ -15,7 +16,7 @@ let released = hold === 0;
 const answer = async (message) => message.respond(JSON.stringify(await handleTask(message.json(), model)));
 
 for (const role of ['criteria', 'evaluate', 'revise']) {
-  connection.subscribe(`polish.v1.task.${role}`, {
+  connection.subscribe(taskSubject(role), {
     queue: role,
     callback: (_error, message) => {
       if (!released && role === 'evaluate' && message.json().attempt === 1) {

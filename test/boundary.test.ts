@@ -32,3 +32,26 @@ describe('the process boundary (DESIGN §3): orchestrator and agents share only 
     }
   });
 });
+
+describe('wire names (subjects, streams, buckets, consumers) are built only in packages/protocol', () => {
+  // A subject, stream or bucket name written out by hand: `polish.v1.…`, `POLISH_EVENTS`,
+  // `polish_runs`, `$KV.…`, `$JS.API.…`, … Comments may name them; code may not.
+  const WIRE_LITERAL = /polish\.v\d+\.|[A-Z]+_(EVENTS|TASKS|REPLIES)\b|polish_(runs|artifacts)|['`"]\$(KV|O|JS|SRV)\./;
+  const code = (text: string) =>
+    text
+      .split('\n')
+      .filter((line) => !/^\s*(\/\/|\*|\/\*\*)/.test(line))
+      .join('\n');
+
+  it.each(['orchestrator', 'agents', 'cli', 'inspector'])('packages/%s builds none by hand', (name) => {
+    for (const file of sources(`${REPO}packages/${name}/src`).filter((path) => !path.endsWith('.test.ts'))) {
+      expect(code(readFileSync(file, 'utf8')), file).not.toMatch(WIRE_LITERAL);
+    }
+  });
+
+  it('the benchmarks build none by hand', () => {
+    for (const entry of readdirSync(`${REPO}bench`).filter((name) => name.endsWith('.js'))) {
+      expect(code(readFileSync(`${REPO}bench/${entry}`, 'utf8')), entry).not.toMatch(WIRE_LITERAL);
+    }
+  });
+});

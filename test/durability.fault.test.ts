@@ -14,12 +14,11 @@ import {
   createRunManager,
   openRunStore,
   runPolish,
-  storeNames,
   type Dispatcher,
   type RunClient,
   type RunStore,
 } from '@polish/orchestrator';
-import { eventsSubject, type RunEvent, type RunResult } from '@polish/protocol';
+import { eventsSubject, storeNames, type RunEvent, type RunResult } from '@polish/protocol';
 import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
 import { startNats, type NatsFixture } from './support/nats.js';
@@ -347,8 +346,9 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const twinExit = await twin.exited;
       expect(twinExit.code).toBe(6);
       expect(twin.lines.join('\n')).toContain('orchestrator "alpha" is already running');
-      held.release();
     } finally {
+      // Released whatever happened above: a failed expectation must not leave the task held.
+      held.release();
       for (const twin of twins) await stop(twin);
       await stop(alpha);
       await stop(host);

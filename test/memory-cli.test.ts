@@ -126,12 +126,12 @@ describe('polish memory', () => {
     expect([wrong.code, wrong.stdout, wrong.stderr]).toEqual([
       2,
       '',
-      `polish: memory approve: approve ${id}: the secret of key alice does not match the policy's key hash\n`,
+      `polish: invalid input: approve ${id}: the secret of key alice does not match the policy's key hash\n`,
     ]);
     const unknown = await approve('mallory', { mallory: SECRET });
     expect([unknown.code, unknown.stderr]).toEqual([
       2,
-      `polish: memory approve: approve ${id}: key mallory is not in the policy's key_hashes\n`,
+      `polish: invalid input: approve ${id}: key mallory is not in the policy's key_hashes\n`,
     ]);
     expect(files()).toEqual(before);
   });
@@ -143,6 +143,6 @@ describe('polish memory', () => {
     writeFileSync(log, readFileSync(log, 'utf8').replace('"type":"proposed"', '"type":"approved"'));
     const listed = await polish(['memory', 'list', '--coord', coord]);
     expect(listed.code).toBe(2);
-    expect(listed.stderr).toMatch(/^polish: memory list: the log does not verify: events\.jsonl: line 1/);
+    expect(listed.stderr).toMatch(/^polish: invalid input: the memory log does not verify: events\.jsonl: line 1/);
   });
 });

@@ -229,7 +229,7 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
   it('rejects an invalid spec before anything runs, naming the field', () => {
     const dispatcher = createInProcessDispatcher(() => Promise.reject(new Error('must not be called')));
     expect(() => startPolish({ ...spec, cap: 9 }, { dispatcher })).toThrow(
-      new PolishError('INVALID_INPUT', 'cap: must be at most 8'),
+      new PolishError('INVALID_INPUT', 'cap: must be at most 8', { field: 'cap' }),
     );
   });
 

@@ -1,6 +1,6 @@
 import type { z } from 'zod';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
+import { describeIssues, PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
 import type {
   ContentPart,
   ModelMessage,
@@ -43,9 +43,7 @@ function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { pr
   }
   const parsed = schema.safeParse(json);
   if (parsed.success) return { value: parsed.data };
-  return {
-    problem: parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; '),
-  };
+  return { problem: describeIssues(parsed.error) };
 }
 
 /**

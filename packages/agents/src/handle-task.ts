@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import {
+  describeIssues,
   PROTOCOL_VERSION,
   PolishError,
   TaskEnvelopeSchema,
@@ -14,7 +15,7 @@ import { extractCriteria } from './handlers/extract-criteria.js';
 import { evaluate } from './handlers/evaluate.js';
 import { revise } from './handlers/revise.js';
 import { act, plan, review } from './handlers/par.js';
-import { runCommand } from './handlers/run-command.js';
+import { runCritiqueCommand } from './handlers/critique-command.js';
 
 /** The model each role uses: one for all, or one per role (e.g. an evaluator from another family). */
 export type RoleModels = ModelProvider | Readonly<Partial<Record<TaskRole, ModelProvider>>>;
@@ -43,7 +44,7 @@ function runHandler(task: TaskEnvelope, model: ModelProvider) {
     case 'par.review':
       return review(task.payload, model);
     case 'par.command':
-      return runCommand(task.payload);
+      return runCritiqueCommand(task.payload);
   }
 }
 
@@ -66,10 +67,10 @@ export async function handleTask(
   const taskId = typeof rawTaskId === 'string' && rawTaskId ? rawTaskId : 'unknown';
   const parsed = TaskEnvelopeSchema.safeParse(raw);
   if (!parsed.success) {
-    const problem = parsed.error.issues
-      .map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`)
-      .join('; ');
-    const error = new PolishError('INVALID_INPUT', `task rejected before any model call: ${problem}`);
+    const error = new PolishError(
+      'INVALID_INPUT',
+      `task rejected before any model call: ${describeIssues(parsed.error)}`,
+    );
     return { v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker };
   }
   const task = parsed.data;

@@ -32,7 +32,7 @@ export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './provider
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
 // so that importing the agents does not load both SDKs.
 export { plan, act, review } from './handlers/par.js';
-export { runCommand, OUTPUT_TAIL_CHARS } from './handlers/run-command.js';
+export { runCritiqueCommand, OUTPUT_TAIL_CHARS } from './handlers/critique-command.js';
 export * as parPrompts from './par-prompts.js';
 // Tracing: the SDK itself loads only when an OTLP endpoint is configured.
 export { startTelemetry, telemetryConfigured, type Telemetry } from './telemetry.js';

@@ -1,8 +1,8 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { SetupError } from './setup-error.js';
 import { renderAuthorization, type NatsCredentials } from './nats-auth.js';
+import { unavailable } from '@polish/protocol';
 
 /** A nats-server this process started. */
 export interface EmbeddedNats {
@@ -72,12 +72,12 @@ export function startNatsServer(options: {
     child.once('error', (error: NodeJS.ErrnoException) => {
       reject(
         error.code === 'ENOENT'
-          ? new SetupError(`nats-server is not installed (looked for "${binary}"): ${INSTALL_HINT}`)
-          : new SetupError(`cannot start nats-server: ${error.message}`),
+          ? unavailable(`nats-server is not installed (looked for "${binary}"): ${INSTALL_HINT}`)
+          : unavailable(`cannot start nats-server: ${error.message}`),
       );
     });
     child.once('exit', (code) =>
-      reject(new SetupError(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)),
+      reject(unavailable(`nats-server exited with code ${code} before it was ready:\n${log.slice(-2000)}`)),
     );
     child.stderr?.setEncoding('utf8');
     child.stderr?.on('data', (chunk: string) => {

@@ -2,4 +2,3 @@
 export { EXIT, exitCodeFor } from './exit-codes.js';
 export { startNatsServer, natsServerBinary, type EmbeddedNats } from './embedded-nats.js';
 export { openRuntime, defaultStateDir, type Runtime, type RuntimeOptions } from './runtime.js';
-export { SetupError } from './setup-error.js';

@@ -5,13 +5,11 @@ import {
   startInspector,
   type Inspector,
 } from '@polish/inspector';
-import { eventsSubject, type RunEvent } from '@polish/protocol';
+import { unavailable, invalidInput, eventsSubject, type RunEvent } from '@polish/protocol';
 import type { InspectionEvent, Observer } from 'xstate';
-import { InputError } from './input-error.js';
 import type { Runtime } from './runtime.js';
 import { parseWholeNumber } from './numbers.js';
 import { authOf } from './nats-auth.js';
-import { SetupError } from './setup-error.js';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -27,7 +25,7 @@ export function inspectModeOf(flags: InspectFlags): InspectMode {
   if (flags.inspect === undefined || flags.inspect === false) return undefined;
   if (flags.inspect === true || flags.inspect === 'local') return 'local';
   if (flags.inspect === 'stately') return 'stately';
-  throw new InputError(
+  throw invalidInput(
     'inspect',
     `"${flags.inspect}" is not an inspector: --inspect (the local page) or --inspect stately`,
   );
@@ -63,7 +61,7 @@ export async function observeRun(
       port,
       ...(runtime.credentials ? { auth: authOf(runtime.credentials.inspector) } : {}),
     }).catch((error: Error) => {
-      throw new SetupError(`cannot start the inspector: ${error.message}`);
+      throw unavailable(`cannot start the inspector: ${error.message}`);
     });
     log(`polish: inspector: open ${inspector.url} to watch the run`);
     if (flags.waitForViewerMs) {

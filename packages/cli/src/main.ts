@@ -1,6 +1,5 @@
 #!/usr/bin/env node
 import { Command, CommanderError, Option } from 'commander';
-import { PolishError } from '@polish/protocol';
 import { startTelemetry } from '@polish/agents';
 import { runCommand } from './commands/run.js';
 import { demoCommand } from './commands/demo.js';
@@ -12,9 +11,7 @@ import { parDecideCommand, parResumeCommand, parRunCommand } from './commands/pa
 import { registerMemoryCommands } from './commands/memory.js';
 import { inspectCommand } from './commands/inspect.js';
 import { natsConfigCommand } from './commands/nats-config.js';
-import { InputError } from './input-error.js';
-import { SetupError } from './setup-error.js';
-import { EXIT } from './exit-codes.js';
+import { EXIT, describeFailure } from './exit-codes.js';
 
 const program = new Command()
   .name('polish')
@@ -269,15 +266,10 @@ try {
   if (error instanceof CommanderError) {
     // Help and version exit 0; usage mistakes are invalid input.
     process.exitCode = error.exitCode === 0 ? 0 : EXIT.INVALID_INPUT;
-  } else if (error instanceof InputError || (error instanceof PolishError && error.code === 'INVALID_INPUT')) {
-    process.stderr.write(`polish: invalid input: ${error.message}\n`);
-    process.exitCode = EXIT.INVALID_INPUT;
-  } else if (error instanceof SetupError) {
-    process.stderr.write(`polish: cannot start: ${error.message}\n`);
-    process.exitCode = EXIT.SETUP;
   } else {
-    process.stderr.write(`polish: internal error (please report): ${(error as Error).stack ?? String(error)}\n`);
-    process.exitCode = EXIT.INTERNAL;
+    const failure = describeFailure(error);
+    process.stderr.write(`${failure.line}\n`);
+    process.exitCode = failure.code;
   }
 } finally {
   // Export the spans still buffered before the process ends.

@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { formatModelSettings } from '@polish/agents';
 import { resolveModels } from './models.js';
-import { InputError } from './input-error.js';
+import { PolishError } from '@polish/protocol';
 
 const directory = mkdtempSync(join(tmpdir(), 'polish-models-'));
 const config = join(directory, 'polish.yaml');
@@ -94,11 +94,12 @@ describe('resolveModels: which model each role gets', () => {
     [{ evaluatorModel: 'openai:gpt-4.1' }, { ANTHROPIC_API_KEY: 'k' }, 'OPENAI_API_KEY'],
     [{ config: join(directory, 'missing.yaml') }, keys, 'config'],
   ])('names what is missing: %j → %s', (flags, environment, field) => {
-    expect(() => resolveModels(flags, environment)).toThrow(InputError);
+    expect(() => resolveModels(flags, environment)).toThrow(PolishError);
     try {
       resolveModels(flags, environment);
     } catch (error) {
-      expect((error as InputError).field).toBe(field);
+      expect((error as PolishError).code).toBe('INVALID_INPUT');
+      expect((error as PolishError).field).toBe(field);
     }
   });
 

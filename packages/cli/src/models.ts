@@ -9,8 +9,15 @@ import {
   formatModelSettings,
   type ModelSettings,
 } from '@polish/agents';
-import { PolishError, PriceTableSchema, type PriceTable, type Role, type TaskRole } from '@polish/protocol';
-import { InputError } from './input-error.js';
+import {
+  firstIssue,
+  invalidInput,
+  PolishError,
+  PriceTableSchema,
+  type PriceTable,
+  type Role,
+  type TaskRole,
+} from '@polish/protocol';
 import { DEFAULT_PRICES } from './default-prices.js';
 
 /** Used when no model is configured anywhere. */
@@ -74,12 +81,12 @@ function readConfig(path: string | undefined): ConfigFile {
   try {
     document = parseYaml(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new InputError('config', `cannot read ${path}: ${(error as Error).message}`);
+    throw invalidInput('config', `cannot read ${path}: ${(error as Error).message}`);
   }
   const parsed = ConfigFileSchema.safeParse(document ?? {});
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new InputError('config', `${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    const issue = firstIssue(parsed.error);
+    throw invalidInput('config', `${path}: ${issue.path}: ${issue.message}`);
   }
   return parsed.data;
 }
@@ -87,10 +94,10 @@ function readConfig(path: string | undefined): ConfigFile {
 function generalFlag(flags: ModelFlags): string | undefined {
   if (flags.model) return flags.model;
   if (flags.provider && flags.provider !== 'scripted')
-    throw new InputError('provider', `unknown provider "${flags.provider}": use --model provider:model`);
+    throw invalidInput('provider', `unknown provider "${flags.provider}": use --model provider:model`);
   if (flags.script) return `scripted:${flags.script}`;
   if (flags.provider === 'scripted')
-    throw new InputError('script', 'required with --provider scripted: pass --script answers.yaml');
+    throw invalidInput('script', 'required with --provider scripted: pass --script answers.yaml');
   return undefined;
 }
 
@@ -128,7 +135,7 @@ export function resolveModels(
     try {
       return [role, parseModelSpec(spec ?? DEFAULT_MODEL, extra)] as const;
     } catch (error) {
-      throw new InputError(field, (error as Error).message);
+      throw invalidInput(field, (error as Error).message);
     }
   });
   const byRole = Object.fromEntries(entries) as Partial<Record<TaskRole, ModelSettings>>;
@@ -146,7 +153,7 @@ function checkUsable(
     try {
       loadScriptFile(settings.script);
     } catch (error) {
-      if (error instanceof PolishError) throw new InputError('script', error.message.replace(/^script: /, ''));
+      if (error instanceof PolishError) throw invalidInput('script', error.message.replace(/^script: /, ''));
       throw error;
     }
     return;
@@ -156,7 +163,7 @@ function checkUsable(
     const roles = (Object.entries(byRole) as [TaskRole, ModelSettings][])
       .filter(([, other]) => formatModelSettings(other) === formatModelSettings(settings))
       .map(([role]) => role);
-    throw new InputError(
+    throw invalidInput(
       variable,
       missingKeyMessage(variable, `${formatModelSettings(settings)} (used by ${roles.join(', ')})`),
     );

@@ -1,17 +1,22 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { storeNames } from '@polish/orchestrator';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, TaskRoleSchema, type TaskRole } from '@polish/protocol';
-import { InputError } from './input-error.js';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  PRINCIPALS,
+  inboxPrefixOf,
+  invalidInput,
+  natsServers,
+  permissionsFor,
+  unavailable,
+  type Principal,
+  type TaskRole,
+} from '@polish/protocol';
 
-// Role isolation on the wire (DESIGN §5): every process connects as its own NATS user, and each
-// user may publish and subscribe only where its job needs. Allow-lists only: whatever a user is
-// not allowed is denied, including JetStream's API (streams, consumers, KV, Object Store).
-
-/** Who connects: the orchestrator, the inspector, a submitting client, an agent host, and each task role's workers. */
-export const PRINCIPALS = ['orchestrator', 'inspector', 'client', 'host', ...TaskRoleSchema.options] as const;
-export type Principal = (typeof PRINCIPALS)[number];
+// The users of a NATS that enforces per-role permissions (DESIGN §5): the allow-lists are the
+// protocol's (`permissionsFor`); here they get passwords, a server configuration and the
+// credentials file each process reads.
 
 const CredentialSchema = z.strictObject({
   user: z.string().min(1),
@@ -27,9 +32,6 @@ export const CredentialsSchema = z.strictObject(
 );
 export type NatsCredentials = z.infer<typeof CredentialsSchema>;
 
-/** Each principal's own inbox prefix: replies to it land where no other user may subscribe. */
-export const inboxPrefixOf = (principal: Principal) => `_INBOX_${principal.replace(/\./g, '_')}`;
-
 /** Fresh random passwords for every principal. */
 export function generateCredentials(): NatsCredentials {
   return Object.fromEntries(
@@ -38,72 +40,6 @@ export function generateCredentials(): NatsCredentials {
       { user: principal, password: randomBytes(24).toString('base64url'), inboxPrefix: inboxPrefixOf(principal) },
     ]),
   ) as NatsCredentials;
-}
-
-interface Permissions {
-  publish: string[];
-  subscribe: string[];
-  /** May answer requests it received (the reply subject), once each. */
-  allowResponses: boolean;
-}
-
-/** What each principal may do, as allow-lists. */
-export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PREFIX): Permissions {
-  const root = `${prefix}.v${PROTOCOL_VERSION}`;
-  const inbox = `${inboxPrefixOf(principal)}.>`;
-  const stores = storeNames(prefix);
-  if ((TaskRoleSchema.options as readonly string[]).includes(principal)) {
-    // A worker takes its role's tasks and answers them; its own inbox serves its warm-up. Nothing else.
-    return { publish: [inbox], subscribe: [`${root}.task.${principal}`, inbox], allowResponses: true };
-  }
-  switch (principal) {
-    case 'host':
-      // Answers WORKER_CRASHED for a worker that died holding a task: to the orchestrators' inboxes only.
-      return { publish: [`${inboxPrefixOf('orchestrator')}.>`], subscribe: [inbox], allowResponses: false };
-    case 'inspector':
-      // Reads the event stream through its own consumers; creates the stream if it is missing.
-      return {
-        publish: [
-          inbox,
-          '$JS.API.INFO',
-          `$JS.API.STREAM.INFO.${stores.events}`,
-          `$JS.API.STREAM.CREATE.${stores.events}`,
-          `$JS.API.CONSUMER.CREATE.${stores.events}`,
-          `$JS.API.CONSUMER.CREATE.${stores.events}.>`,
-          `$JS.API.CONSUMER.INFO.${stores.events}.>`,
-          `$JS.API.CONSUMER.DELETE.${stores.events}.>`,
-          `$JS.API.CONSUMER.MSG.NEXT.${stores.events}.>`,
-          `$JS.ACK.${stores.events}.>`,
-          '$JS.FC.>',
-        ],
-        subscribe: [inbox],
-        allowResponses: false,
-      };
-    case 'client':
-      // Submits and controls runs through the run service, and follows their events.
-      return {
-        publish: [inbox, `${root}.run.>`, '$SRV.>'],
-        subscribe: [inbox, `${root}.events.>`],
-        allowResponses: false,
-      };
-    case 'orchestrator':
-      return {
-        publish: [
-          inbox,
-          `${root}.task.>`,
-          `${root}.events.>`,
-          `${root}.inspect.>`,
-          '$JS.API.>',
-          '$JS.ACK.>',
-          '$JS.FC.>',
-          `$KV.${stores.runs}.>`,
-          `$O.${stores.artifacts}.>`,
-        ],
-        subscribe: [inbox, `${root}.run.>`, '$SRV.>'],
-        allowResponses: true,
-      };
-  }
-  throw new Error(`no permissions for ${principal}`);
 }
 
 const quote = (text: string) => JSON.stringify(text);
@@ -174,11 +110,11 @@ export function readCredentials(path: string | undefined): NatsCredentials | und
   try {
     document = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
-    throw new InputError('credentials', `cannot read ${path}: ${(error as Error).message}`);
+    throw invalidInput('credentials', `cannot read ${path}: ${(error as Error).message}`);
   }
   const parsed = CredentialsSchema.safeParse(document);
   if (!parsed.success)
-    throw new InputError(
+    throw invalidInput(
       'credentials',
       `${path} is not a polish credentials file (write one with \`polish nats-config\`)`,
     );
@@ -187,3 +123,20 @@ export function readCredentials(path: string | undefined): NatsCredentials | und
 
 /** The credentials a task role's workers use. */
 export const roleCredential = (credentials: NatsCredentials | undefined, role: TaskRole) => credentials?.[role];
+
+/**
+ * Connects to NATS as a principal: its own user and inbox prefix when the server enforces users.
+ * A NATS that cannot be reached is UNAVAILABLE (exit 6), naming the address.
+ */
+export async function connectAs(
+  url: string,
+  name: string,
+  credential: NatsCredential | undefined,
+  options: Partial<ConnectionOptions> = {},
+): Promise<NatsConnection> {
+  try {
+    return await connect({ servers: natsServers(url), name, ...options, ...connectOptionsOf(credential) });
+  } catch (error) {
+    throw unavailable(`cannot connect to NATS at ${url}: ${(error as Error).message}`, { cause: error });
+  }
+}

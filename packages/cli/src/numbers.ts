@@ -1,11 +1,10 @@
-import { InputError } from './input-error.js';
-
-/** Parses a whole-number flag within bounds, or throws an InputError naming it. */
+import { invalidInput } from '@polish/protocol';
+/** Parses a whole-number flag within bounds, or throws INVALID_INPUT naming it. */
 export function parseWholeNumber(field: string, raw: string | undefined, min: number, max: number): number | undefined {
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (!/^\s*[0-9]+\s*$/.test(raw) || value < min || value > max) {
-    throw new InputError(field, `must be a whole number from ${min} to ${max}, got "${raw}"`);
+    throw invalidInput(field, `must be a whole number from ${min} to ${max}, got "${raw}"`);
   }
   return value;
 }
@@ -18,7 +17,7 @@ export function parseSeconds(field: string, raw: string | undefined): number | u
   if (raw === undefined) return undefined;
   const value = Number(raw);
   if (!/^\s*[0-9.]+\s*$/.test(raw) || !Number.isFinite(value) || value < 0.01 || value > MAX_SECONDS) {
-    throw new InputError(field, `must be a number of seconds from 0.01 to ${MAX_SECONDS}, got "${raw}"`);
+    throw invalidInput(field, `must be a number of seconds from 0.01 to ${MAX_SECONDS}, got "${raw}"`);
   }
   return Math.round(value * 1000);
 }

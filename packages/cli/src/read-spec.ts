@@ -1,6 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { CriteriaListSchema, RunSpecSchema, type RunSpec } from '@polish/protocol';
-import { InputError } from './input-error.js';
+import { invalidInput, CriteriaListSchema, RunSpecSchema, type RunSpec } from '@polish/protocol';
 
 /** The `polish run` flags that make up a run spec. */
 export interface SpecFlags {
@@ -15,7 +14,7 @@ function readText(field: string, path: string): string {
     return readFileSync(path === '-' ? 0 : path, 'utf8');
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw new InputError(field, `cannot read ${path === '-' ? 'standard input' : path} (${reason})`);
+    throw invalidInput(field, `cannot read ${path === '-' ? 'standard input' : path} (${reason})`);
   }
 }
 
@@ -25,7 +24,7 @@ function readCriteria(path: string): unknown {
   try {
     document = JSON.parse(text);
   } catch (error) {
-    throw new InputError('criteria', `${path} is not JSON (${(error as Error).message})`);
+    throw invalidInput('criteria', `${path} is not JSON (${(error as Error).message})`);
   }
   // Accept a bare list or a criteria result ({ "criteria": [...] }).
   const list = Array.isArray(document) ? document : (document as { criteria?: unknown } | null)?.criteria;
@@ -34,21 +33,21 @@ function readCriteria(path: string): unknown {
     const issue = parsed.error.issues[0];
     const [index, key] = issue?.path ?? [];
     const where = index === undefined ? '' : `[${String(index)}]${key === undefined ? '' : `.${String(key)}`}`;
-    throw new InputError(`criteria${where}`, `${issue?.message ?? 'invalid'} (in ${path})`);
+    throw invalidInput(`criteria${where}`, `${issue?.message ?? 'invalid'} (in ${path})`);
   }
   return parsed.data;
 }
 
 function parseCap(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
-  if (!/^[0-9]+$/.test(raw.trim())) throw new InputError('cap', `must be a whole number from 1 to 8, got "${raw}"`);
+  if (!/^[0-9]+$/.test(raw.trim())) throw invalidInput('cap', `must be a whole number from 1 to 8, got "${raw}"`);
   return Number(raw);
 }
 
-/** Reads the artifact and flags into a validated run spec, or throws an InputError naming the field. */
+/** Reads the artifact and flags into a validated run spec, or throws INVALID_INPUT naming the field. */
 export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
   if (flags.goal === undefined || flags.goal.trim() === '')
-    throw new InputError('goal', 'required: pass --goal "what the artifact must achieve"');
+    throw invalidInput('goal', 'required: pass --goal "what the artifact must achieve"');
   const cap = parseCap(flags.cap);
   const criteria = flags.criteria === undefined ? undefined : readCriteria(flags.criteria);
   const artifact = readText('artifact', artifactPath);
@@ -61,7 +60,7 @@ export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new InputError(String(issue?.path[0] ?? 'spec'), issue?.message ?? 'invalid');
+    throw invalidInput(String(issue?.path[0] ?? 'spec'), issue?.message ?? 'invalid');
   }
   return parsed.data;
 }

@@ -1,14 +1,12 @@
-import { natsServers } from '@polish/protocol';
+import { unavailable, type TaskRole } from '@polish/protocol';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/agents';
 import { createNatsDispatcher, type Dispatcher } from '@polish/orchestrator';
-import type { TaskRole } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
-import { SetupError } from './setup-error.js';
-import { connectOptionsOf, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
+import { connectAs, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
 
 /** How `polish run` and `polish demo` reach their workers. */
 export interface RuntimeOptions {
@@ -50,18 +48,6 @@ export function defaultStateDir(): string {
   return join(process.env.XDG_STATE_HOME ?? join(homedir(), '.local', 'state'), 'polish');
 }
 
-async function connectTo(url: string, credentials: NatsCredentials | undefined): Promise<NatsConnection> {
-  try {
-    return await connect({
-      servers: natsServers(url),
-      name: `polish-orchestrator-${process.pid}`,
-      ...connectOptionsOf(credentials?.orchestrator),
-    });
-  } catch (error) {
-    throw new SetupError(`cannot connect to NATS at ${url}: ${(error as Error).message}`);
-  }
-}
-
 /**
  * Opens the real topology: with `natsUrl`, a connection to it; without, a local nats-server
  * (JetStream on, free port on 127.0.0.1, store under the state folder) and a local agent host
@@ -73,7 +59,11 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     ...(options.workerWaitMs === undefined ? {} : { workerWaitMs: options.workerWaitMs }),
   };
   if (options.natsUrl) {
-    const connection = await connectTo(options.natsUrl, options.credentials);
+    const connection = await connectAs(
+      options.natsUrl,
+      `polish-orchestrator-${process.pid}`,
+      options.credentials?.orchestrator,
+    );
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
       connection,
@@ -84,7 +74,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       close: () => connection.drain(),
     };
   }
-  if (!options.models) throw new SetupError('an embedded run needs model settings for its workers');
+  if (!options.models) throw unavailable('an embedded run needs model settings for its workers');
   const stateDir = options.stateDir ?? defaultStateDir();
   mkdirSync(stateDir, { recursive: true });
   const storeDir = mkdtempSync(join(stateDir, 'nats-'));
@@ -127,10 +117,10 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       auth: hostAuthOf(credentials, options.roles ?? ROLES),
     });
     await host.ready.catch((error: Error) => {
-      throw new SetupError(error.message);
+      throw unavailable(error.message);
     });
     options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);
-    connection = await connectTo(server.url, credentials);
+    connection = await connectAs(server.url, `polish-orchestrator-${process.pid}`, credentials.orchestrator);
     return {
       dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
       connection,

@@ -1,7 +1,6 @@
 import { accessSync, constants, statSync } from 'node:fs';
 import { dirname } from 'node:path';
-import { writeCoordFileAtomic } from '@polish/orchestrator';
-import { InputError } from './input-error.js';
+import { invalidInput } from '@polish/protocol';
 
 /** Checks before a run that `--out` can be written, so a finished run never has nowhere to go. */
 export function checkWritable(path: string): void {
@@ -11,16 +10,10 @@ export function checkWritable(path: string): void {
   } catch {
     // Not there yet: its folder decides.
   }
-  if (isDirectory) throw new InputError('out', `${path} is a directory; name a file`);
+  if (isDirectory) throw invalidInput('out', `${path} is a directory; name a file`);
   try {
     accessSync(dirname(path), constants.W_OK);
   } catch (error) {
-    throw new InputError(
-      'out',
-      `cannot write in ${dirname(path)} (${(error as NodeJS.ErrnoException).code ?? 'error'})`,
-    );
+    throw invalidInput('out', `cannot write in ${dirname(path)} (${(error as NodeJS.ErrnoException).code ?? 'error'})`);
   }
 }
-
-/** Writes a file whole or not at all: a temp file beside it, then a rename. */
-export const writeFileAtomic = writeCoordFileAtomic;

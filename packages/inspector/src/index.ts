@@ -9,9 +9,4 @@ export {
   type MachineGraph,
   type TimelineEntry,
 } from './run-view.js';
-export {
-  createNatsStatelyInspector,
-  createStatelySkyInspector,
-  inspectSubject,
-  type InspectObserver,
-} from './stately.js';
+export { createNatsStatelyInspector, createStatelySkyInspector, type InspectObserver } from './stately.js';

@@ -3,8 +3,8 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, RunEventSchema, type RunEvent, natsServers } from '@polish/protocol';
-import { parMachine, polishMachine, storeNames } from '@polish/orchestrator';
+import { DEFAULT_SUBJECT_PREFIX, RunEventSchema, wireNames, type RunEvent, natsServers } from '@polish/protocol';
+import { parMachine, polishMachine } from '@polish/orchestrator';
 import { buildRunView, machineGraph, summarizeRun, type RunView } from './run-view.js';
 
 /** How to start the inspector. */
@@ -64,7 +64,8 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
   const runs = new Map<string, RunEvent[]>();
   const listeners = new Set<ServerResponse>();
   const viewerWaiters = new Set<() => void>();
-  const subjects = `${prefix}.v${PROTOCOL_VERSION}.events.>`;
+  const names = wireNames(prefix);
+  const subjects = names.allEvents;
   const loopbackOnly = !options.host || ['127.0.0.1', 'localhost', '::1'].includes(options.host);
   const allowedHosts = new Set([
     '127.0.0.1',
@@ -77,7 +78,7 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
       `polish: warning: the inspector binds ${options.host}: anyone who reaches it sees every run's artifacts and messages (there is no login)`,
     );
   }
-  const streamName = storeNames(prefix).events;
+  const streamName = names.events;
 
   const accept = (data: Uint8Array) => {
     let parsed;

@@ -1,16 +1,11 @@
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createInspector, createSkyInspector, type StatelyInspectionEvent } from '@statelyai/inspect';
 import type { InspectionEvent, Observer } from 'xstate';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, inspectSubject } from '@polish/protocol';
 
 /** What polish needs of an inspector: the observer to pass to `createActor`. */
 export interface InspectObserver {
   inspect: Observer<InspectionEvent>;
-}
-
-/** `polish.v1.inspect.<runId>`: a run's inspection events in the @statelyai/inspect format. */
-export function inspectSubject(runId: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
-  return `${prefix}.v${PROTOCOL_VERSION}.inspect.${runId}`;
 }
 
 /**

@@ -6,13 +6,14 @@ import type { ModelInfo, Usage } from './usage.js';
  * Retryability is decided here, once.
  */
 export const ErrorCodeSchema = z.enum([
-  'INVALID_INPUT', // the caller's spec or a task payload is malformed
+  'INVALID_INPUT', // the caller's spec, a file or a task payload is malformed
   'CONTRACT_VIOLATION', // an agent's answer stayed invalid after bounded repair
   'MODEL_ERROR', // the model provider failed (auth, exhausted retries, timeout)
   'NO_RESPONDERS', // nobody serves the role
   'TIMEOUT', // no reply before the task deadline
   'WORKER_CRASHED', // the worker process died holding the task
   'CANCELLED', // the caller cancelled the run
+  'UNAVAILABLE', // polish cannot start what it needs: nats-server missing, NATS or JetStream unreachable, workers failing to boot
   'INTERNAL', // a bug: report it
 ]);
 export type ErrorCode = z.infer<typeof ErrorCodeSchema>;
@@ -27,6 +28,16 @@ export const WireErrorSchema = z.strictObject({
 });
 export type WireError = z.infer<typeof WireErrorSchema>;
 
+/** What a PolishError may carry besides its code and message. */
+export interface PolishErrorOptions {
+  cause?: unknown;
+  retryable?: boolean;
+  usage?: Usage;
+  model?: ModelInfo;
+  /** INVALID_INPUT: the field, flag or file at fault (its message starts with it). */
+  field?: string;
+}
+
 /** The one error class of polish: a code, a message, and whether retrying may help. */
 export class PolishError extends Error {
   override readonly name = 'PolishError';
@@ -35,17 +46,15 @@ export class PolishError extends Error {
   /** Model usage spent before the failure: failed work is still paid for, so it is still counted. */
   readonly usage: Usage | undefined;
   readonly model: ModelInfo | undefined;
+  readonly field: string | undefined;
 
-  constructor(
-    code: ErrorCode,
-    message: string,
-    options?: { cause?: unknown; retryable?: boolean; usage?: Usage; model?: ModelInfo },
-  ) {
+  constructor(code: ErrorCode, message: string, options?: PolishErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.retryable = options?.retryable ?? RETRYABLE.has(code);
     this.usage = options?.usage;
     this.model = options?.model;
+    this.field = options?.field;
   }
 
   /** The same error, carrying this usage (and the model that spent it). */
@@ -55,6 +64,7 @@ export class PolishError extends Error {
       retryable: this.retryable,
       usage,
       ...((model ?? this.model) ? { model: model ?? this.model } : {}),
+      ...(this.field ? { field: this.field } : {}),
     });
   }
 
@@ -78,4 +88,34 @@ export class PolishError extends Error {
     const message = error instanceof Error ? error.message : String(error);
     return new PolishError('INTERNAL', message, { cause: error });
   }
+}
+
+/** Bad input: the message names the field first (`cap: must be …`), so one line says what to fix. */
+export function invalidInput(field: string, problem: string, options: { cause?: unknown } = {}): PolishError {
+  return new PolishError('INVALID_INPUT', `${field}: ${problem}`, { ...options, field });
+}
+
+/** Whether an error is bad input (of a user, a file or a payload). */
+export const isInvalidInput = (error: unknown): error is PolishError =>
+  error instanceof PolishError && error.code === 'INVALID_INPUT';
+
+/** A zod error's issues in one line: `path: message; path: message` (the root is `(root)`). */
+export function describeIssues(error: {
+  issues: readonly { path: readonly PropertyKey[]; message: string }[];
+}): string {
+  return error.issues.map((issue) => `${issue.path.map(String).join('.') || '(root)'}: ${issue.message}`).join('; ');
+}
+
+/** A zod error's first issue: its path (or `fallback` at the root) and message. */
+export function firstIssue(
+  error: { issues: readonly { path: readonly PropertyKey[]; message: string }[] },
+  fallback = '(root)',
+): { path: string; message: string } {
+  const issue = error.issues[0];
+  return { path: issue?.path.map(String).join('.') || fallback, message: issue?.message ?? 'invalid' };
+}
+
+/** polish cannot start what it needs (nats-server missing, NATS unreachable, workers failing to boot). */
+export function unavailable(message: string, options: { cause?: unknown } = {}): PolishError {
+  return new PolishError('UNAVAILABLE', message, options);
 }

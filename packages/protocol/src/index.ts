@@ -42,7 +42,19 @@ export {
   type PayloadOf,
   type ResultOf,
 } from './roles.js';
-export { ErrorCodeSchema, WireErrorSchema, PolishError, type ErrorCode, type WireError } from './errors.js';
+export {
+  ErrorCodeSchema,
+  WireErrorSchema,
+  PolishError,
+  invalidInput,
+  isInvalidInput,
+  unavailable,
+  describeIssues,
+  firstIssue,
+  type ErrorCode,
+  type WireError,
+  type PolishErrorOptions,
+} from './errors.js';
 export {
   TaskEnvelopeSchema,
   TaskReplySchema,
@@ -64,18 +76,30 @@ export {
   type RunResult,
 } from './run-result.js';
 export { RunEventSchema, EVENT_PAYLOAD_LIMIT, type RunEvent } from './run-event.js';
-export { DEFAULT_SUBJECT_PREFIX, taskSubject, eventsSubject, natsServers } from './subjects.js';
+export {
+  DEFAULT_SUBJECT_PREFIX,
+  RUN_SERVICE_NAME,
+  RUN_OPERATIONS,
+  taskSubject,
+  eventsSubject,
+  inspectSubject,
+  runServiceSubject,
+  serviceDiscoverySubject,
+  storeNames,
+  wireNames,
+  jetStreamApi,
+  natsServers,
+  type RunOperation,
+} from './subjects.js';
+export { PRINCIPALS, inboxPrefixOf, permissionsFor, type Principal, type Permissions } from './permissions.js';
 export { renderJsonSchemas } from './json-schemas.js';
 export {
-  RUN_OPERATIONS,
-  runServiceSubject,
   RunIdSchema,
   SubmitRequestSchema,
   RunIdRequestSchema,
   ExtendRequestSchema,
   RunSummarySchema,
   RunServiceReplySchema,
-  type RunOperation,
   type RunSummary,
   type RunServiceReply,
 } from './run-service.js';

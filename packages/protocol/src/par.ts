@@ -69,13 +69,7 @@ export const ParPlanSchema = z.strictObject({
 export type ParPlan = z.infer<typeof ParPlanSchema>;
 
 /** `par.act` input: as for planning, plus the plan to carry out. */
-export const ParActPayloadSchema = z.strictObject({
-  goal: nonBlank,
-  acceptance_criteria: AcceptanceListSchema,
-  artifact: ParFilesSchema,
-  history: z.array(CycleMemorySchema),
-  plan: ParPlanSchema,
-});
+export const ParActPayloadSchema = z.strictObject({ ...ParPlanPayloadSchema.shape, plan: ParPlanSchema });
 /** Whole-file writes, and the agent's own view of the result (self-critique, never acceptance). */
 export const ParActionSchema = z.strictObject({
   changes: z

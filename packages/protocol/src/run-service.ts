@@ -1,17 +1,6 @@
 import { z } from 'zod';
 import { RunResultSchema, RunStatusSchema } from './run-result.js';
 import { MAX_CAP } from './run-spec.js';
-import { PROTOCOL_VERSION } from './version.js';
-import { DEFAULT_SUBJECT_PREFIX } from './subjects.js';
-
-/** The operations of the run service, each served on `polish.v1.run.<operation>`. */
-export const RUN_OPERATIONS = ['submit', 'status', 'list', 'cancel', 'extend', 'resume'] as const;
-export type RunOperation = (typeof RUN_OPERATIONS)[number];
-
-/** `polish.v1.run.<operation>` */
-export function runServiceSubject(operation: RunOperation, prefix = DEFAULT_SUBJECT_PREFIX): string {
-  return `${prefix}.v${PROTOCOL_VERSION}.run.${operation}`;
-}
 
 /** A run id: what KV keys and subjects allow. */
 export const RunIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,100}$/, 'a run id is 1-100 letters, digits, - or _');

@@ -1,18 +1,97 @@
 import type { TaskRole } from './roles.js';
 import { PROTOCOL_VERSION } from './version.js';
 
+// Every name polish uses on NATS is built here and nowhere else: subjects, wildcards, streams,
+// buckets, consumers and the service name. Other packages (and a worker in another language,
+// through docs/protocol.md) take them from these functions.
+
 /** Subject prefix when none is configured; several deployments can share a NATS by choosing others. */
 export const DEFAULT_SUBJECT_PREFIX = 'polish';
 
-/** `polish.v1.task.<role>`: work for a role, served by the queue group named after the role. */
+/** The NATS micro service name of the run service: `$SRV.PING.polish`, `$SRV.INFO.polish`, `$SRV.STATS.polish`. */
+export const RUN_SERVICE_NAME = 'polish';
+
+/** The operations of the run service, each served on `polish.v1.run.<operation>`. */
+export const RUN_OPERATIONS = ['submit', 'status', 'list', 'cancel', 'extend', 'resume'] as const;
+export type RunOperation = (typeof RUN_OPERATIONS)[number];
+
+const rootOf = (prefix: string) => `${prefix}.v${PROTOCOL_VERSION}`;
+
+/** `polish.v1.task.<role>`: work for a role. */
 export function taskSubject(role: TaskRole, prefix = DEFAULT_SUBJECT_PREFIX): string {
-  return `${prefix}.v${PROTOCOL_VERSION}.task.${role}`;
+  return `${rootOf(prefix)}.task.${role}`;
 }
 
-/** `polish.v1.events.<runId>`: a run's transitions and wave starts/ends. */
+/** `polish.v1.events.<runId>`: a run's transitions and wave starts/ends (`*` for every run). */
 export function eventsSubject(runId: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
-  return `${prefix}.v${PROTOCOL_VERSION}.events.${runId}`;
+  return `${rootOf(prefix)}.events.${runId}`;
 }
+
+/** `polish.v1.inspect.<runId>`: a run's inspection events in the @statelyai/inspect format. */
+export function inspectSubject(runId: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
+  return `${rootOf(prefix)}.inspect.${runId}`;
+}
+
+/** `polish.v1.run.<operation>`: the run service. */
+export function runServiceSubject(operation: RunOperation, prefix = DEFAULT_SUBJECT_PREFIX): string {
+  return `${rootOf(prefix)}.run.${operation}`;
+}
+
+/** `$SRV.<verb>.polish`: discovery of the run service. */
+export function serviceDiscoverySubject(verb: 'PING' | 'INFO' | 'STATS' = 'PING'): string {
+  return `$SRV.${verb}.${RUN_SERVICE_NAME}`;
+}
+
+/**
+ * Names of the JetStream resources of a deployment: the runs KV bucket, the artifacts Object
+ * Store, the event stream, and the streams JetStream keeps the bucket and the store in.
+ */
+export function storeNames(prefix = DEFAULT_SUBJECT_PREFIX) {
+  const runs = `${prefix}_runs`;
+  const artifacts = `${prefix}_artifacts`;
+  return {
+    runs,
+    artifacts,
+    events: `${prefix.toUpperCase()}_EVENTS`,
+    /** The stream behind the KV bucket (JetStream's naming). */
+    runsStream: `KV_${runs}`,
+    /** The stream behind the Object Store (JetStream's naming). */
+    artifactsStream: `OBJ_${artifacts}`,
+  };
+}
+
+/**
+ * Every wildcard and subject family a deployment uses, for stream configurations and per-role
+ * permissions (see permissions.ts).
+ */
+export function wireNames(prefix = DEFAULT_SUBJECT_PREFIX) {
+  const root = rootOf(prefix);
+  const stores = storeNames(prefix);
+  return {
+    ...stores,
+    allTasks: `${root}.task.>`,
+    allEvents: `${root}.events.>`,
+    allInspect: `${root}.inspect.>`,
+    allRunService: `${root}.run.>`,
+    allServiceDiscovery: '$SRV.>',
+    runsBucketSubjects: `$KV.${stores.runs}.>`,
+    artifactSubjects: `$O.${stores.artifacts}.>`,
+  };
+}
+
+/** The JetStream API subjects a principal may be allowed (see permissions.ts). */
+export const jetStreamApi = {
+  all: '$JS.API.>',
+  info: '$JS.API.INFO',
+  streamInfo: (stream: string) => `$JS.API.STREAM.INFO.${stream}`,
+  streamCreate: (stream: string) => `$JS.API.STREAM.CREATE.${stream}`,
+  consumerCreate: (stream: string) => [`$JS.API.CONSUMER.CREATE.${stream}`, `$JS.API.CONSUMER.CREATE.${stream}.>`],
+  consumerInfo: (stream: string, consumer = '>') => `$JS.API.CONSUMER.INFO.${stream}.${consumer}`,
+  consumerDelete: (stream: string) => `$JS.API.CONSUMER.DELETE.${stream}.>`,
+  consumerNext: (stream: string, consumer = '>') => `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
+  ack: (stream = '>') => (stream === '>' ? '$JS.ACK.>' : `$JS.ACK.${stream}.>`),
+  flowControl: '$JS.FC.>',
+} as const;
 
 /** A NATS address as users give it: one URL, or a comma-separated list of a cluster's servers. */
 export function natsServers(url: string): string[] {

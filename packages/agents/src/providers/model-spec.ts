@@ -1,4 +1,4 @@
-import { PolishError } from '@polish/protocol';
+import { firstIssue, PolishError } from '@polish/protocol';
 import { ModelSettingsSchema, type ModelSettings } from './model-settings.js';
 import { displayUrl } from './display-url.js';
 
@@ -39,11 +39,8 @@ export function parseModelSpec(
     );
   const parsed = ModelSettingsSchema.safeParse(candidate);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new PolishError(
-      'INVALID_INPUT',
-      `"${spec}": ${issue?.path.join('.') || 'spec'}: ${issue?.message ?? 'invalid'}`,
-    );
+    const issue = firstIssue(parsed.error, 'spec');
+    throw new PolishError('INVALID_INPUT', `"${spec}": ${issue.path}: ${issue.message}`);
   }
   return parsed.data;
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
-import { PolishError } from '@polish/protocol';
+import { firstIssue, PolishError } from '@polish/protocol';
 
 const AnswerSchema = z.union([z.string(), z.record(z.string(), z.unknown())]);
 
@@ -67,11 +67,8 @@ export function loadScriptFile(path: string): ScriptFile {
   }
   const parsed = ScriptFileSchema.safeParse(document);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new PolishError(
-      'INVALID_INPUT',
-      `script: ${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`,
-    );
+    const issue = firstIssue(parsed.error);
+    throw new PolishError('INVALID_INPUT', `script: ${path}: ${issue.path}: ${issue.message}`);
   }
   return { name: parsed.data.name ?? path.split('/').at(-1) ?? path, ...parsed.data };
 }

@@ -1,10 +1,7 @@
-import { natsServers } from '@polish/protocol';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { unavailable, invalidInput } from '@polish/protocol';
 import { createRunClient, type RunClient } from '@polish/orchestrator';
 import type { RunSummary } from '@polish/protocol';
-import { connectOptionsOf, readCredentials } from '../nats-auth.js';
-import { InputError } from '../input-error.js';
-import { SetupError } from '../setup-error.js';
+import { connectAs, readCredentials } from '../nats-auth.js';
 import { parseWholeNumber } from '../numbers.js';
 
 /** Flags shared by status, list, cancel, resume and extend. */
@@ -18,21 +15,13 @@ export interface ControlFlags {
 async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Promise<T>): Promise<T> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl)
-    throw new InputError('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
-  let connection: NatsConnection;
-  try {
-    connection = await connect({
-      servers: natsServers(natsUrl),
-      name: `polish-client-${process.pid}`,
-      ...connectOptionsOf(readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS)?.client),
-    });
-  } catch (error) {
-    throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
-  }
+    throw invalidInput('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
+  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const connection = await connectAs(natsUrl, `polish-client-${process.pid}`, credentials?.client);
   try {
     const client = createRunClient(connection);
     if (!(await client.available()))
-      throw new SetupError(
+      throw unavailable(
         `no polish run service answers on ${natsUrl}: start one with \`polish serve --nats ${natsUrl}\``,
       );
     return await use(client);
@@ -57,10 +46,10 @@ export async function controlCommand(
   flags: ControlFlags,
 ): Promise<number> {
   if (operation !== 'list' && operation !== 'status' && !runId)
-    throw new InputError('runId', `required: polish ${operation} <runId>`);
+    throw invalidInput('runId', `required: polish ${operation} <runId>`);
   const cap = operation === 'extend' ? parseWholeNumber('cap', flags.cap, 2, 8) : undefined;
   if (operation === 'extend' && cap === undefined)
-    throw new InputError('cap', 'required: polish extend <runId> --cap N (up to 8)');
+    throw invalidInput('cap', 'required: polish extend <runId> --cap N (up to 8)');
   return withClient(flags, async (client) => {
     if (operation === 'list' || (operation === 'status' && !runId)) print(flags, await client.list());
     else if (operation === 'status') print(flags, await client.status(runId as string));

@@ -1,9 +1,8 @@
 import { once } from 'node:events';
 import { startInspector } from '@polish/inspector';
-import { InputError } from '../input-error.js';
 import { parseWholeNumber } from '../numbers.js';
-import { SetupError } from '../setup-error.js';
 import { authOf, readCredentials } from '../nats-auth.js';
+import { invalidInput, unavailable } from '@polish/protocol';
 
 /** `polish inspect`: serves the inspector page for every run on a NATS until Ctrl-C or SIGTERM. */
 export async function inspectCommand(flags: {
@@ -14,7 +13,7 @@ export async function inspectCommand(flags: {
 }): Promise<number> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl)
-    throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL (the NATS your runs use)');
+    throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL (the NATS your runs use)');
   const port = parseWholeNumber('port', flags.port, 0, 65535) ?? 4800;
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const inspector = await startInspector({
@@ -24,7 +23,7 @@ export async function inspectCommand(flags: {
     ...(credentials ? { auth: authOf(credentials.inspector) } : {}),
     log: (line) => process.stderr.write(`${line}\n`),
   }).catch((error: Error) => {
-    throw new SetupError(`cannot start the inspector: ${error.message}`);
+    throw unavailable(`cannot start the inspector: ${error.message}`);
   });
   process.stdout.write(`${inspector.url}\n`);
   await Promise.race([once(process, 'SIGINT'), once(process, 'SIGTERM')]);

@@ -1,47 +1,16 @@
-import { readFileSync } from 'node:fs';
-import { basename } from 'node:path';
 import { Option, type Command } from 'commander';
 import {
   decideMemoryProposal,
   humanKeysFrom,
   listMemoryProposals,
-  MemoryProposalError,
-  PolicyInputError,
+  readJsonFile,
   proposeMemory,
   verifyMemoryLog,
   type MemoryAction,
 } from '@polish/orchestrator';
-import { InputError } from '../input-error.js';
-import { EXIT } from '../exit-codes.js';
+import { PolishError, invalidInput } from '@polish/protocol';
 
 const DEFAULT_COORD = '.coord';
-
-function readJson(path: string): unknown {
-  let text: string;
-  try {
-    text = readFileSync(path, 'utf8');
-  } catch (error) {
-    throw new MemoryProposalError(
-      `cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
-    );
-  }
-  try {
-    return JSON.parse(text);
-  } catch (error) {
-    throw new MemoryProposalError(`${basename(path)} is not JSON (${(error as Error).message})`);
-  }
-}
-
-/** A refusal is one line on standard error and exit 2; anything else is a bug and propagates. */
-function refusing(command: string, run: () => number): number {
-  try {
-    return run();
-  } catch (error) {
-    if (!(error instanceof MemoryProposalError || error instanceof PolicyInputError)) throw error;
-    process.stderr.write(`polish: memory ${command}: ${error.message}\n`);
-    return EXIT.INVALID_INPUT;
-  }
-}
 
 /** `polish memory propose`: records a proposal and prints it. */
 export function memoryProposeCommand(flags: {
@@ -53,10 +22,10 @@ export function memoryProposeCommand(flags: {
   coord?: string;
 }): number {
   const { sourceTask, operation, target, summary } = flags;
-  if (!sourceTask) throw new InputError('source-task', 'required: --source-task TASK');
-  if (!operation) throw new InputError('operation', 'required: --operation add|update|remove');
-  if (!target) throw new InputError('target', 'required: --target REF');
-  if (!summary) throw new InputError('summary', 'required: --summary TEXT');
+  if (!sourceTask) throw invalidInput('source-task', 'required: --source-task TASK');
+  if (!operation) throw invalidInput('operation', 'required: --operation add|update|remove');
+  if (!target) throw invalidInput('target', 'required: --target REF');
+  if (!summary) throw invalidInput('summary', 'required: --summary TEXT');
   // The operation is checked by commander's choices and again by the proposal schema.
   const action = {
     operation: operation as MemoryAction['operation'],
@@ -64,35 +33,32 @@ export function memoryProposeCommand(flags: {
     summary,
     evidence_refs: flags.evidence ?? [],
   };
-  return refusing('propose', () => {
-    const proposal = proposeMemory(flags.coord ?? DEFAULT_COORD, { source_task: sourceTask, action });
-    process.stdout.write(`${JSON.stringify(proposal, null, 2)}\n`);
-    return 0;
-  });
+  const proposal = proposeMemory(flags.coord ?? DEFAULT_COORD, { source_task: sourceTask, action });
+  process.stdout.write(`${JSON.stringify(proposal, null, 2)}\n`);
+  return 0;
 }
 
 /** `polish memory list`: the proposals, and whether the log verifies (exit 2 when it does not). */
 export function memoryListCommand(flags: { coord?: string; json?: boolean; policy?: string }): number {
   const coord = flags.coord ?? DEFAULT_COORD;
-  return refusing('list', () => {
-    const keys = flags.policy ? { policy: readJson(flags.policy), secrets: humanKeysFrom() } : undefined;
-    const check = verifyMemoryLog(coord, keys);
-    const proposals = listMemoryProposals(coord);
-    if (flags.json) {
-      const log = { ok: check.ok, events: check.events.length, ...(check.problem ? { problem: check.problem } : {}) };
-      process.stdout.write(`${JSON.stringify({ proposals, log }, null, 2)}\n`);
-    } else {
-      for (const { proposal_id, state, action } of proposals) {
-        const summary = action.summary.split('\n')[0] ?? '';
-        process.stdout.write(
-          `${proposal_id}  ${state.padEnd(8)}  ${action.operation.padEnd(6)}  ${action.target_ref}  ${summary.length > 80 ? `${summary.slice(0, 79)}…` : summary}\n`,
-        );
-      }
-      if (proposals.length === 0) process.stdout.write('no memory proposals\n');
+  const keys = flags.policy ? { policy: readJsonFile(flags.policy, 'policy'), secrets: humanKeysFrom() } : undefined;
+  const check = verifyMemoryLog(coord, keys);
+  const proposals = listMemoryProposals(coord);
+  if (flags.json) {
+    const log = { ok: check.ok, events: check.events.length, ...(check.problem ? { problem: check.problem } : {}) };
+    process.stdout.write(`${JSON.stringify({ proposals, log }, null, 2)}\n`);
+  } else {
+    for (const { proposal_id, state, action } of proposals) {
+      const summary = action.summary.split('\n')[0] ?? '';
+      process.stdout.write(
+        `${proposal_id}  ${state.padEnd(8)}  ${action.operation.padEnd(6)}  ${action.target_ref}  ${summary.length > 80 ? `${summary.slice(0, 79)}…` : summary}\n`,
+      );
     }
-    if (!check.ok) throw new MemoryProposalError(`the log does not verify: ${check.problem}`);
-    return 0;
-  });
+    if (proposals.length === 0) process.stdout.write('no memory proposals\n');
+  }
+  if (!check.ok)
+    throw new PolishError('INVALID_INPUT', `the memory log does not verify: ${check.problem}`, { field: 'memory' });
+  return 0;
 }
 
 /** `polish memory approve|reject <id>`: records a signed human decision. */
@@ -102,24 +68,22 @@ export function memoryDecideCommand(
   flags: { policy?: string; keyId?: string; rationale?: string; coord?: string },
 ): number {
   const { policy, keyId, rationale } = flags;
-  if (!policy) throw new InputError('policy', 'required: --policy file.json');
+  if (!policy) throw invalidInput('policy', 'required: --policy file.json');
   if (!keyId)
-    throw new InputError(
+    throw invalidInput(
       'key-id',
       'required: --key-id KEY (a key of the policy, its secret in AGENT_COLLAB_HUMAN_KEYS_JSON)',
     );
-  if (!rationale) throw new InputError('rationale', 'required: --rationale TEXT');
-  return refusing(decision, () => {
-    const decided = decideMemoryProposal(flags.coord ?? DEFAULT_COORD, id, {
-      decision,
-      keyId,
-      rationale,
-      policy: readJson(policy),
-      secrets: humanKeysFrom(),
-    });
-    process.stdout.write(`${JSON.stringify(decided, null, 2)}\n`);
-    return 0;
+  if (!rationale) throw invalidInput('rationale', 'required: --rationale TEXT');
+  const decided = decideMemoryProposal(flags.coord ?? DEFAULT_COORD, id, {
+    decision,
+    keyId,
+    rationale,
+    policy: readJsonFile(policy, 'policy'),
+    secrets: humanKeysFrom(),
   });
+  process.stdout.write(`${JSON.stringify(decided, null, 2)}\n`);
+  return 0;
 }
 
 const coordOption = (command: Command) =>

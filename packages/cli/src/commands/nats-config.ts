@@ -1,9 +1,9 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { writeCoordFileAtomic as writeFileAtomic } from '@polish/orchestrator';
-import { InputError } from '../input-error.js';
+import { writeFileAtomic } from '@polish/orchestrator';
 import { parseWholeNumber } from '../numbers.js';
-import { PRINCIPALS, generateCredentials, renderServerConfig } from '../nats-auth.js';
+import { generateCredentials, renderServerConfig } from '../nats-auth.js';
+import { PRINCIPALS, invalidInput } from '@polish/protocol';
 
 const ROLE_OF: Record<string, string> = {
   orchestrator: 'polish serve, polish run (orchestrating), polish par',
@@ -18,14 +18,14 @@ const ROLE_OF: Record<string, string> = {
  * (`D/credentials.json`, readable by its owner only). Refuses to overwrite either.
  */
 export function natsConfigCommand(flags: { dir?: string; port?: string; host?: string; storeDir?: string }): number {
-  if (!flags.dir) throw new InputError('dir', 'required: --dir folder for nats-server.conf and credentials.json');
+  if (!flags.dir) throw invalidInput('dir', 'required: --dir folder for nats-server.conf and credentials.json');
   const dir = resolve(flags.dir);
   const port = parseWholeNumber('port', flags.port, 1, 65535) ?? 4222;
   const conf = join(dir, 'nats-server.conf');
   const creds = join(dir, 'credentials.json');
   for (const path of [conf, creds])
     if (existsSync(path))
-      throw new InputError(
+      throw invalidInput(
         'dir',
         `${path} exists; choose another --dir (new passwords would not match the running server)`,
       );

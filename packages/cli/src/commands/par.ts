@@ -1,10 +1,8 @@
-import { randomUUID } from 'node:crypto';
 import { resolve } from 'node:path';
 import { statSync } from 'node:fs';
 import {
   DEFAULT_CHECKPOINT_REF,
-  ParInputError,
-  PolicyInputError,
+  newParRunId,
   checkGitWorkspace,
   coordPaths,
   createParTask,
@@ -14,16 +12,13 @@ import {
   runPar,
   type ParRunResult,
 } from '@polish/orchestrator';
-import type { CritiqueSourceSpec, ParFinalStatus, ParTaskFileInput, TaskRole } from '@polish/protocol';
-import { InputError } from '../input-error.js';
+import { invalidInput, type CritiqueSourceSpec, type ParTaskFileInput, type TaskRole } from '@polish/protocol';
+import { PAR_EXIT } from '../exit-codes.js';
 import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { openRuntime } from '../runtime.js';
 import { readTopology, type TopologyFlags } from './run.js';
 import { abortOnInterrupt } from '../interrupts.js';
 import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
-
-/** Exit codes of `polish par run|resume` (README, "Plan-act-reflect"). */
-export const PAR_EXIT: Record<ParFinalStatus, number> = { pass: 0, checkpoint: 3, stop: 4, 'needs-human': 5, error: 7 };
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -56,42 +51,42 @@ function workspaceOf(flags: ParCommonFlags): string {
   } catch {
     // Reported below.
   }
-  if (!isDirectory) throw new InputError('workspace', `${workspace} is not a folder`);
+  if (!isDirectory) throw invalidInput('workspace', `${workspace} is not a folder`);
   return workspace;
 }
 
 function topicOf(flags: ParCommonFlags): string {
-  if (!flags.topic) throw new InputError('topic', 'required: --topic name (lower-case letters, digits, - and _)');
+  if (!flags.topic) throw invalidInput('topic', 'required: --topic name (lower-case letters, digits, - and _)');
   if (!/^[a-z0-9][a-z0-9_-]{0,63}$/.test(flags.topic))
-    throw new InputError('topic', `"${flags.topic}" is not a topic: lower-case letters, digits, - and _ (at most 64)`);
+    throw invalidInput('topic', `"${flags.topic}" is not a topic: lower-case letters, digits, - and _ (at most 64)`);
   return flags.topic;
 }
 
 function critiqueOf(flags: ParRunFlags): CritiqueSourceSpec {
   const timeout = flags.critiqueTimeout === undefined ? 300 : Number(flags.critiqueTimeout);
   if (!Number.isFinite(timeout) || timeout <= 0 || timeout > 3600)
-    throw new InputError('critique-timeout', `must be seconds from 0 to 3600, got "${flags.critiqueTimeout}"`);
+    throw invalidInput('critique-timeout', `must be seconds from 0 to 3600, got "${flags.critiqueTimeout}"`);
   switch (flags.critique) {
     case 'command':
       if (!flags.command)
-        throw new InputError(
+        throw invalidInput(
           'command',
           'required with --critique command: the shell command that checks the artifact (e.g. "npm test")',
         );
       return { kind: 'command', command: flags.command, timeout_seconds: timeout };
     case 'score': {
       if (!flags.command)
-        throw new InputError('command', 'required with --critique score: a command that prints a number');
+        throw invalidInput('command', 'required with --critique score: a command that prints a number');
       const threshold = Number(flags.threshold);
       if (flags.threshold === undefined || !Number.isFinite(threshold))
-        throw new InputError('threshold', 'required with --critique score: the lowest passing score');
+        throw invalidInput('threshold', 'required with --critique score: the lowest passing score');
       return { kind: 'score', command: flags.command, threshold, timeout_seconds: timeout };
     }
     case 'review':
     case 'self':
       return { kind: flags.critique };
     default:
-      throw new InputError(
+      throw invalidInput(
         'critique',
         `required: command, review, score or self (got ${flags.critique === undefined ? 'nothing' : `"${flags.critique}"`})`,
       );
@@ -101,9 +96,9 @@ function critiqueOf(flags: ParRunFlags): CritiqueSourceSpec {
 /** The task file `par run` writes from its flags, or null when the flags name none (a hand-written file is used). */
 function taskInputOf(flags: ParRunFlags, topic: string): ParTaskFileInput | null {
   if (!flags.goal && !flags.acceptance && !flags.critique && !flags.policy) return null;
-  if (!flags.goal) throw new InputError('goal', 'required: --goal "what the task must achieve"');
-  if (!flags.acceptance?.length) throw new InputError('acceptance', 'required: at least one --acceptance "criterion"');
-  if (!flags.policy) throw new InputError('policy', 'required: --policy file.json (agent-policy-1)');
+  if (!flags.goal) throw invalidInput('goal', 'required: --goal "what the task must achieve"');
+  if (!flags.acceptance?.length) throw invalidInput('acceptance', 'required: at least one --acceptance "criterion"');
+  if (!flags.policy) throw invalidInput('policy', 'required: --policy file.json (agent-policy-1)');
   return {
     schema_version: 2,
     topic,
@@ -127,20 +122,11 @@ function rolesFor(critique: CritiqueSourceSpec): TaskRole[] {
   return ['par.plan', 'par.act', ...critiqueRole];
 }
 
-const asInputError = (error: unknown) =>
-  error instanceof ParInputError || error instanceof PolicyInputError ? new InputError('par', error.message) : error;
-
 /** Runs (or resumes) a topic over NATS and reports how it ended. */
 async function execute(workspace: string, topic: string, flags: ParCommonFlags): Promise<number> {
-  let task;
-  let humanKeys;
-  try {
-    task = readTaskFile(coordPaths(workspace, topic).task);
-    humanKeys = humanKeysFrom();
-    if (flags.git) await checkGitWorkspace(workspace);
-  } catch (error) {
-    throw asInputError(error);
-  }
+  const task = readTaskFile(coordPaths(workspace, topic).task);
+  const humanKeys = humanKeysFrom();
+  if (flags.git) await checkGitWorkspace(workspace);
   const roles = rolesFor(task.critique_source);
   const topology = readTopology(flags);
   const models = topology.natsUrl ? undefined : resolveModels(flags, process.env, roles);
@@ -151,24 +137,20 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   try {
     const runtime = await openRuntime({ ...topology, roles, ...(models ? { models: models.byRole } : {}) });
     try {
-      const runId = `par-${topic}-${randomUUID()}`;
+      const runId = newParRunId(topic);
       const observed = await observeRun(runtime, runId, mode, flags, interrupt.signal);
-      try {
-        result = await runPar({
-          workspace,
-          topic,
-          runId,
-          dispatcher: runtime.dispatcher,
-          humanKeys,
-          signal: interrupt.signal,
-          onProgress: log,
-          onEvent: observed.onEvent,
-          inspect: observed.inspect,
-          ...(flags.git ? { git: true } : {}),
-        });
-      } catch (error) {
-        throw asInputError(error);
-      }
+      result = await runPar({
+        workspace,
+        topic,
+        runId,
+        dispatcher: runtime.dispatcher,
+        humanKeys,
+        signal: interrupt.signal,
+        onProgress: log,
+        onEvent: observed.onEvent,
+        inspect: observed.inspect,
+        ...(flags.git ? { git: true } : {}),
+      });
       report(result, flags);
       interrupt.dispose();
       await observed.finish();
@@ -203,11 +185,7 @@ export async function parRunCommand(flags: ParRunFlags): Promise<number> {
   const workspace = workspaceOf(flags);
   const topic = topicOf(flags);
   const input = taskInputOf(flags, topic);
-  try {
-    createParTask(workspace, input, topic, new Date());
-  } catch (error) {
-    throw asInputError(error);
-  }
+  createParTask(workspace, input, topic, new Date());
   return execute(workspace, topic, flags);
 }
 
@@ -233,24 +211,20 @@ export function parDecideCommand(flags: ParDecideFlags): number {
   const workspace = workspaceOf(flags);
   const topic = topicOf(flags);
   const chosen = (['approve', 'decline', 'revise'] as const).filter((decision) => flags[decision]);
-  if (chosen.length !== 1) throw new InputError('decision', 'pass exactly one of --approve, --decline, --revise');
-  if (!flags.gate) throw new InputError('gate', 'required: --gate <criterion id>');
+  if (chosen.length !== 1) throw invalidInput('decision', 'pass exactly one of --approve, --decline, --revise');
+  if (!flags.gate) throw invalidInput('gate', 'required: --gate <criterion id>');
   if (!flags.keyId)
-    throw new InputError('key-id', 'required: --key-id <id> (its secret is read from AGENT_COLLAB_HUMAN_KEYS_JSON)');
-  if (!flags.rationale?.trim()) throw new InputError('rationale', 'required: --rationale "why"');
-  try {
-    const record = recordHumanDecision(
-      workspace,
-      topic,
-      { gate: flags.gate, decision: chosen[0] as 'approve', keyId: flags.keyId, rationale: flags.rationale },
-      humanKeysFrom(),
-      new Date(),
-    );
-    log(
-      `polish: recorded ${record.decision} of gate ${record.gate} by ${record.actor}; continue with: polish par resume --topic ${topic}`,
-    );
-    return 0;
-  } catch (error) {
-    throw asInputError(error);
-  }
+    throw invalidInput('key-id', 'required: --key-id <id> (its secret is read from AGENT_COLLAB_HUMAN_KEYS_JSON)');
+  if (!flags.rationale?.trim()) throw invalidInput('rationale', 'required: --rationale "why"');
+  const record = recordHumanDecision(
+    workspace,
+    topic,
+    { gate: flags.gate, decision: chosen[0] as 'approve', keyId: flags.keyId, rationale: flags.rationale },
+    humanKeysFrom(),
+    new Date(),
+  );
+  log(
+    `polish: recorded ${record.decision} of gate ${record.gate} by ${record.actor}; continue with: polish par resume --topic ${topic}`,
+  );
+  return 0;
 }

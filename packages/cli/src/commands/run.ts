@@ -1,25 +1,24 @@
 import { randomUUID } from 'node:crypto';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import {
+  invalidInput,
   PolishError,
   RunEventSchema,
   eventsSubject,
   type RunResult,
   type RunSpec,
-  natsServers,
 } from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
 import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
 import { createProgressReporter } from '../progress.js';
-import { checkWritable, writeFileAtomic } from '../write-output.js';
+import { checkWritable } from '../write-output.js';
+import { writeFileAtomic } from '@polish/orchestrator';
 import { exitCodeFor } from '../exit-codes.js';
-import { InputError } from '../input-error.js';
 import { openRuntime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
-import { SetupError } from '../setup-error.js';
 import { abortOnInterrupt } from '../interrupts.js';
-import { connectOptionsOf, readCredentials } from '../nats-auth.js';
+import { connectAs, readCredentials } from '../nats-auth.js';
 import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
@@ -120,7 +119,7 @@ function checkFits(spec: RunSpec, maxPayload: number): void {
   // Room for the envelope, the goal, the criteria and the blocking gaps next to the artifact.
   const needed = Buffer.byteLength(spec.artifact) + Buffer.byteLength(spec.goal) + 64 * 1024;
   if (needed > maxPayload) {
-    throw new InputError(
+    throw invalidInput(
       'artifact',
       `${Buffer.byteLength(spec.artifact)} bytes do not fit in a task: this NATS server accepts messages up to ${maxPayload} bytes ` +
         '(max_payload); raise max_payload in its configuration (the embedded server allows 8 MB)',
@@ -193,13 +192,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   const topology = readTopology(flags);
   if (topology.natsUrl && !flags.local) {
     // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
-    const connection = await connect({
-      servers: natsServers(topology.natsUrl),
-      name: `polish-run-${process.pid}`,
-      ...connectOptionsOf(topology.credentials?.client),
-    }).catch((error: Error) => {
-      throw new SetupError(`cannot connect to NATS at ${topology.natsUrl}: ${error.message}`);
-    });
+    const connection = await connectAs(topology.natsUrl, `polish-run-${process.pid}`, topology.credentials?.client);
     try {
       const client = createRunClient(connection);
       if (await client.available()) {
@@ -223,16 +216,7 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   }
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const prices = models?.prices ?? resolvePrices(flags);
-  try {
-    return await executeRun(
-      spec,
-      { ...topology, ...(models ? { models: models.byRole } : {}) },
-      prices,
-      flags,
-      (result) => emitResult(result, flags),
-    );
-  } catch (error) {
-    if (error instanceof PolishError && error.code === 'INVALID_INPUT') throw new InputError('spec', error.message);
-    throw error;
-  }
+  return executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices, flags, (result) =>
+    emitResult(result, flags),
+  );
 }

@@ -1,6 +1,6 @@
-import { natsServers } from '@polish/protocol';
+import { invalidInput, unavailable, wireNames } from '@polish/protocol';
 import { hostname } from 'node:os';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import {
   acquireOwnerLease,
   createNatsDispatcher,
@@ -8,10 +8,8 @@ import {
   openRunStore,
   startRunService,
 } from '@polish/orchestrator';
-import { connectOptionsOf, readCredentials } from '../nats-auth.js';
+import { connectAs, readCredentials } from '../nats-auth.js';
 import { createNatsStatelyInspector } from '@polish/inspector';
-import { InputError } from '../input-error.js';
-import { SetupError } from '../setup-error.js';
 import { DEFAULT_PRICES } from '../default-prices.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 
@@ -34,29 +32,19 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
  */
 export async function serveCommand(flags: ServeFlags): Promise<number> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
-  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
+  if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
   const owner = flags.id ?? hostname();
-  if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw new InputError('id', 'letters, digits, ., - or _ (1-100)');
+  if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw invalidInput('id', 'letters, digits, ., - or _ (1-100)');
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
-  // A comma-separated list names several servers of one cluster: any of them will do to start.
-  const servers = natsServers(natsUrl);
-  let connection: NatsConnection;
-  try {
-    // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
-    // learns the other servers from the one it reached, and moves to one of them if it goes.
-    const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
-    connection = await connect({
-      servers,
-      name: `polish-serve-${owner}`,
-      maxReconnectAttempts: -1,
-      reconnectTimeWait: 250,
-      ...connectOptionsOf(credentials?.orchestrator),
-    });
-  } catch (error) {
-    throw new SetupError(`cannot connect to NATS at ${natsUrl}: ${(error as Error).message}`);
-  }
+  // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
+  // learns the other servers from the one it reached, and moves to one of them if it goes.
+  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const connection = await connectAs(natsUrl, `polish-serve-${owner}`, credentials?.orchestrator, {
+    maxReconnectAttempts: -1,
+    reconnectTimeWait: 250,
+  });
   void logConnectionChanges(connection);
   try {
     return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs, replicas });
@@ -90,11 +78,11 @@ async function serveOn(
       replicas > 1
         ? `is JetStream enabled, in a cluster of at least ${replicas} servers?`
         : 'is JetStream enabled? nats-server -js';
-    throw new SetupError(`cannot open the JetStream run store on ${natsUrl} (${hint}): ${error.message}`);
+    throw unavailable(`cannot open the JetStream run store on ${natsUrl} (${hint}): ${error.message}`);
   });
   // One process per orchestrator name: it alone resumes that name's runs.
   const lease = await acquireOwnerLease(store, owner, log).catch((error: Error) => {
-    throw new SetupError(error.message);
+    throw unavailable(error.message);
   });
   const dispatcher = createNatsDispatcher({
     connection,
@@ -121,7 +109,7 @@ async function serveOn(
   for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
   const service = await startRunService(connection, manager, store);
   log(
-    `polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (polish.v1.run.*)`,
+    `polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (${wireNames().allRunService})`,
   );
   log('polish serve: ready');
   const signal = await new Promise<string>((resolve) => {

@@ -1,10 +1,8 @@
 import { createAgentHost } from '@polish/agents';
-import { TaskRoleSchema, type TaskRole } from '@polish/protocol';
+import { unavailable, invalidInput, TaskRoleSchema, type TaskRole } from '@polish/protocol';
 import { hostAuthOf, readCredentials } from '../nats-auth.js';
-import { InputError } from '../input-error.js';
 import { describeModels, resolveModels, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
-import { SetupError } from '../setup-error.js';
 
 /** Flags of `polish worker`. */
 export interface WorkerFlags extends ModelFlags {
@@ -22,11 +20,11 @@ function parseRoles(raw: string): TaskRole[] {
     .split(',')
     .map((role) => role.trim())
     .filter(Boolean);
-  if (roles.length === 0) throw new InputError('roles', 'name at least one role: criteria,evaluate,revise');
+  if (roles.length === 0) throw invalidInput('roles', 'name at least one role: criteria,evaluate,revise');
   return roles.map((role) => {
     const parsed = TaskRoleSchema.safeParse(role);
     if (!parsed.success)
-      throw new InputError('roles', `unknown role "${role}" (roles: ${TaskRoleSchema.options.join(', ')})`);
+      throw invalidInput('roles', `unknown role "${role}" (roles: ${TaskRoleSchema.options.join(', ')})`);
     return parsed.data;
   });
 }
@@ -40,7 +38,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const pool = parseWholeNumber('pool', flags.pool, 1, 64) ?? 2;
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const natsUrl = flags.nats ?? process.env.NATS_URL;
-  if (!natsUrl) throw new InputError('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
+  if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
   const models = resolveModels(flags, process.env, roles);
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
@@ -73,7 +71,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     () => 'ready',
     async (error: Error) => {
       await host.stop();
-      throw new SetupError(error.message);
+      throw unavailable(error.message);
     },
   );
   const outcome = await Promise.race([ready, stopped]);

@@ -2,6 +2,10 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { Svcm, type Service } from '@nats-io/services';
 import {
   DEFAULT_SUBJECT_PREFIX,
+  RUN_SERVICE_NAME,
+  firstIssue,
+  isInvalidInput,
+  serviceDiscoverySubject,
   ExtendRequestSchema,
   PolishError,
   RUN_OPERATIONS,
@@ -13,11 +17,9 @@ import {
   type RunServiceReply,
   type RunSummary,
 } from '@polish/protocol';
-import type { RunManager } from './run-manager.js';
+import { z } from 'zod';
+import { NOT_FOUND_FIELD, type RunManager } from './run-manager.js';
 import { resolveArtifacts, type RunStore } from './run-store.js';
-
-/** The NATS service name: `$SRV.PING.polish`, `$SRV.INFO.polish`, `$SRV.STATS.polish`. */
-export const RUN_SERVICE_NAME = 'polish';
 
 async function perform(manager: RunManager, operation: RunOperation, body: unknown): Promise<RunServiceReply> {
   switch (operation) {
@@ -45,16 +47,12 @@ async function perform(manager: RunManager, operation: RunOperation, body: unkno
 }
 
 function failure(error: unknown): RunServiceReply {
-  if (error instanceof PolishError && error.code === 'INVALID_INPUT') {
-    return { ok: false, code: /^no run /.test(error.message) ? 'NOT_FOUND' : 'INVALID_INPUT', message: error.message };
+  if (isInvalidInput(error)) {
+    return { ok: false, code: error.field === NOT_FOUND_FIELD ? 'NOT_FOUND' : 'INVALID_INPUT', message: error.message };
   }
-  if (error && typeof error === 'object' && 'issues' in error) {
-    const issue = (error as { issues: { path: PropertyKey[]; message: string }[] }).issues[0];
-    return {
-      ok: false,
-      code: 'INVALID_INPUT',
-      message: `${issue?.path.join('.') || 'request'}: ${issue?.message ?? 'invalid'}`,
-    };
+  if (error instanceof z.ZodError) {
+    const issue = firstIssue(error, 'request');
+    return { ok: false, code: 'INVALID_INPUT', message: `${issue.path}: ${issue.message}` };
   }
   return { ok: false, code: 'INTERNAL', message: (error as Error)?.message ?? String(error) };
 }
@@ -118,7 +116,7 @@ export function createRunClient(connection: NatsConnection, options: { prefix?: 
     /** Whether a polish run service answers on this NATS. */
     async available(): Promise<boolean> {
       try {
-        await connection.request(`$SRV.PING.${RUN_SERVICE_NAME}`, '', { timeout: 2_000 });
+        await connection.request(serviceDiscoverySubject('PING'), '', { timeout: 2_000 });
         return true;
       } catch {
         return false;

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -10,16 +9,12 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
-import { DEFAULT_SUBJECT_PREFIX, PROTOCOL_VERSION, eventsSubject, type RunEvent } from '@polish/protocol';
+import { DEFAULT_SUBJECT_PREFIX, eventsSubject, storeNames, wireNames, type RunEvent } from '@polish/protocol';
+import { sha256 } from '../hash.js';
 
 /** Strings longer than this are kept in the Object Store and referenced from KV records. */
 export const INLINE_LIMIT = 64 * 1024;
 const REF = '$polish_object';
-
-/** Names of the JetStream resources a deployment uses. */
-export function storeNames(prefix = DEFAULT_SUBJECT_PREFIX) {
-  return { runs: `${prefix}_runs`, artifacts: `${prefix}_artifacts`, events: `${prefix.toUpperCase()}_EVENTS` };
-}
 
 /** How the JetStream resources are created. */
 export interface RunStoreOptions {
@@ -109,12 +104,12 @@ export async function openRunStore(
   const replicas = options.replicas ?? 1;
   if (!Number.isInteger(replicas) || replicas < 1 || replicas > 5)
     throw new Error(`replicas must be a whole number from 1 to 5, got ${replicas}`);
-  const names = storeNames(prefix);
+  const names = wireNames(prefix);
   const closing = () => connection.isClosed() || connection.isDraining();
   const retry = <T>(what: () => Promise<T>) => retrying(what, closing);
   const js: JetStreamClient = jetstream(connection);
   const manager = await jetstreamManager(connection);
-  const eventSubjects = [`${prefix}.v${PROTOCOL_VERSION}.events.>`];
+  const eventSubjects = [names.allEvents];
   await ensureStream(
     manager,
     { name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 },
@@ -125,13 +120,13 @@ export async function openRunStore(
   const objects: ObjectStore = await new Objm(js).create(names.artifacts, { replicas });
   if (replicas > 1) {
     // Streams made earlier with fewer copies (e.g. before the NATS became a cluster) are raised.
-    await ensureStream(manager, { name: `KV_${names.runs}` }, replicas, false);
-    await ensureStream(manager, { name: `OBJ_${names.artifacts}` }, replicas, false);
+    await ensureStream(manager, { name: names.runsStream }, replicas, false);
+    await ensureStream(manager, { name: names.artifactsStream }, replicas, false);
   }
 
   const externalize = async (value: unknown): Promise<unknown> => {
     if (typeof value === 'string' && value.length > INLINE_LIMIT) {
-      const name = createHash('sha256').update(value).digest('hex');
+      const name = sha256(value);
       if (!(await objects.info(name))) await objects.putBlob({ name }, new TextEncoder().encode(value));
       return { [REF]: name };
     }

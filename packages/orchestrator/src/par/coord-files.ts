@@ -1,18 +1,17 @@
-import { lstatSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { basename, dirname, isAbsolute, join, relative } from 'node:path';
+import { lstatSync, readFileSync, readdirSync } from 'node:fs';
+import { basename, isAbsolute, join, relative } from 'node:path';
 import { parse as parseYaml, stringify as stringifyYaml } from 'yaml';
 import {
   ParTaskFileSchema,
   WorkspacePathSchema,
+  firstIssue,
+  invalidInput,
+  isInvalidInput,
   type ParAction,
   type ParFiles,
   type ParTaskFile,
 } from '@polish/protocol';
-
-/** A PAR file is missing, unreadable or invalid: the message names the file and the problem. */
-export class ParInputError extends Error {
-  override readonly name = 'ParInputError';
-}
+import { writeFileAtomic } from '../write-file-atomic.js';
 
 /** Folders never part of the artifact: version control, polish's own state, dependencies. */
 const SKIPPED = new Set(['.git', '.coord', 'node_modules']);
@@ -34,25 +33,13 @@ export function coordPaths(workspace: string, topic: string) {
 /** A file reference in a task file: relative to the workspace unless absolute. */
 export const resolveRef = (workspace: string, ref: string) => (isAbsolute(ref) ? ref : join(workspace, ref));
 
-/** Writes a file whole or not at all: a temp file beside it, then a rename. */
-export function writeFileAtomic(path: string, text: string): void {
-  mkdirSync(dirname(path), { recursive: true });
-  const temporary = join(dirname(path), `.${basename(path)}.${process.pid}.tmp`);
-  try {
-    writeFileSync(temporary, text);
-    renameSync(temporary, path);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  }
-}
-
 function readText(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new ParInputError(
-      `${what}: cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
+    throw invalidInput(
+      what,
+      `cannot read ${path} (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`,
     );
   }
 }
@@ -63,7 +50,7 @@ export function readJsonFile(path: string, what: string): unknown {
   try {
     return JSON.parse(text);
   } catch (error) {
-    throw new ParInputError(`${what}: ${basename(path)} is not JSON (${(error as Error).message})`);
+    throw invalidInput(what, `${basename(path)} is not JSON (${(error as Error).message})`);
   }
 }
 
@@ -72,13 +59,13 @@ export function readTaskFile(path: string): ParTaskFile {
   try {
     document = parseYaml(readText(path, 'task file'));
   } catch (error) {
-    if (error instanceof ParInputError) throw error;
-    throw new ParInputError(`task file: ${path} is not valid YAML (${(error as Error).message})`);
+    if (isInvalidInput(error)) throw error;
+    throw invalidInput('task file', `${path} is not valid YAML (${(error as Error).message})`);
   }
   const parsed = ParTaskFileSchema.safeParse(document);
   if (!parsed.success) {
-    const issue = parsed.error.issues[0];
-    throw new ParInputError(`task file: ${path}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`);
+    const issue = firstIssue(parsed.error);
+    throw invalidInput('task file', `${path}: ${issue.path}: ${issue.message}`);
   }
   return parsed.data;
 }
@@ -110,8 +97,9 @@ export function readWorkspace(workspace: string): ParFiles {
         if (!WorkspacePathSchema.safeParse(key).success) continue;
         files[key] = content.toString('utf8');
         if (Object.keys(files).length > MAX_ARTIFACT_FILES || bytes > MAX_ARTIFACT_BYTES) {
-          throw new ParInputError(
-            `workspace: ${workspace} has more than ${MAX_ARTIFACT_FILES} files or ${MAX_ARTIFACT_BYTES / 1024 / 1024} MB of text; run PAR in a smaller folder`,
+          throw invalidInput(
+            'workspace',
+            `${workspace} has more than ${MAX_ARTIFACT_FILES} files or ${MAX_ARTIFACT_BYTES / 1024 / 1024} MB of text; run PAR in a smaller folder`,
           );
         }
       }
@@ -133,15 +121,16 @@ function checkNoLinks(workspace: string, path: string): void {
       return; // Not there yet: it will be created as a real folder.
     }
     if (isLink)
-      throw new ParInputError(
+      throw invalidInput(
+        'change',
         `the agent's change to ${path} goes through a symbolic link (${relative(workspace, folder)}): refused`,
       );
   }
   try {
     if (lstatSync(join(workspace, path)).isSymbolicLink())
-      throw new ParInputError(`the agent's change to ${path} would replace a symbolic link: refused`);
+      throw invalidInput('change', `the agent's change to ${path} would replace a symbolic link: refused`);
   } catch (error) {
-    if (error instanceof ParInputError) throw error;
+    if (isInvalidInput(error)) throw error;
   }
 }
 

@@ -1,7 +1,7 @@
-import { createHash } from 'node:crypto';
+import { sha256 } from '../hash.js';
 import type { CritiqueSourceSpec, ParAction, ParCommandResult, ParFiles, ParReview } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
-import type { CritiqueSource } from './progress.js';
+import type { CritiqueSource } from './classify-cycle.js';
 
 /** What a critique source answered, before it is judged. */
 export type CritiqueAnswer =
@@ -25,8 +25,6 @@ export interface CritiqueJudgement {
   /** One paragraph for the agent's history and the task file. */
   summary: string;
 }
-
-export const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
 /** The artifact's identity: the SHA-256 of its files' canonical JSON. */
 export const artifactDigest = (files: ParFiles) => sha256(canonicalJson(files));

@@ -14,15 +14,15 @@ import {
   type PolicyDecision,
 } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
+import { sha256 } from '../hash.js';
 import {
   artifactDigest,
   judgeCritique,
-  sha256,
   type CritiqueAnswer,
   type CritiqueJudgement,
   type EvidenceDocument,
 } from './critique.js';
-import { classifyCycle } from './progress.js';
+import { classifyCycle } from './classify-cycle.js';
 
 /** Bumped whenever the PAR machine's states change shape. */
 export const PAR_MACHINE_VERSION = 1;
@@ -195,6 +195,25 @@ const nextAction = (record: ParCycleRecord, decision: PolicyDecision): ParCycleR
 
 const errorText = (error: unknown) => PolishError.from(error).message;
 
+type CycleInProgress = NonNullable<ParContext['cycle']>;
+
+/** The cycle after one of its steps answered: the answer kept, its bytes and calls counted. */
+const afterStep = (
+  cycle: ParContext['cycle'],
+  answer: Partial<Pick<CycleInProgress, 'plan' | 'action' | 'judgement'>>,
+  output: { bytes: number; toolCalls?: number },
+): ParContext['cycle'] =>
+  cycle && {
+    ...cycle,
+    ...answer,
+    bytes: cycle.bytes + output.bytes,
+    toolCalls: cycle.toolCalls + (output.toolCalls ?? 1),
+  };
+
+/** The cycle after one of its steps failed: it is classified as an error naming the step. */
+const afterFailure = (cycle: ParContext['cycle'], step: string, error: unknown): ParContext['cycle'] =>
+  cycle && { ...cycle, error: `${step}: ${errorText(error)}` };
+
 /**
  * The plan-act-reflect loop (DESIGN §2). Before every cycle the policy decides (the `decide`
  * actor validates the policy and checkpoint and evaluates it); `continue` plans, acts and runs
@@ -347,21 +366,12 @@ export const parMachine = setup({
         onDone: {
           target: 'acting',
           actions: assign({
-            cycle: ({ context, event }) =>
-              context.cycle && {
-                ...context.cycle,
-                plan: event.output.value,
-                bytes: context.cycle.bytes + event.output.bytes,
-                toolCalls: context.cycle.toolCalls + 1,
-              },
+            cycle: ({ context, event }) => afterStep(context.cycle, { plan: event.output.value }, event.output),
           }),
         },
         onError: {
           target: 'classifying',
-          actions: assign({
-            cycle: ({ context, event }) =>
-              context.cycle && { ...context.cycle, error: `plan: ${errorText(event.error)}` },
-          }),
+          actions: assign({ cycle: ({ context, event }) => afterFailure(context.cycle, 'plan', event.error) }),
         },
       },
     },
@@ -378,21 +388,12 @@ export const parMachine = setup({
         onDone: {
           target: 'critiquing',
           actions: assign({
-            cycle: ({ context, event }) =>
-              context.cycle && {
-                ...context.cycle,
-                action: event.output.value,
-                bytes: context.cycle.bytes + event.output.bytes,
-                toolCalls: context.cycle.toolCalls + 1,
-              },
+            cycle: ({ context, event }) => afterStep(context.cycle, { action: event.output.value }, event.output),
           }),
         },
         onError: {
           target: 'classifying',
-          actions: assign({
-            cycle: ({ context, event }) =>
-              context.cycle && { ...context.cycle, error: `act: ${errorText(event.error)}` },
-          }),
+          actions: assign({ cycle: ({ context, event }) => afterFailure(context.cycle, 'act', event.error) }),
         },
       },
     },
@@ -407,20 +408,16 @@ export const parMachine = setup({
           target: 'classifying',
           actions: assign({
             cycle: ({ context, event }) =>
-              context.cycle && {
-                ...context.cycle,
-                judgement: judgeCritique(context.task.critique_source, event.output.value),
-                bytes: context.cycle.bytes + event.output.bytes,
-                toolCalls: context.cycle.toolCalls + event.output.toolCalls,
-              },
+              afterStep(
+                context.cycle,
+                { judgement: judgeCritique(context.task.critique_source, event.output.value) },
+                event.output,
+              ),
           }),
         },
         onError: {
           target: 'classifying',
-          actions: assign({
-            cycle: ({ context, event }) =>
-              context.cycle && { ...context.cycle, error: `critique: ${errorText(event.error)}` },
-          }),
+          actions: assign({ cycle: ({ context, event }) => afterFailure(context.cycle, 'critique', event.error) }),
         },
       },
     },

@@ -2,29 +2,18 @@ import { existsSync } from 'node:fs';
 import { basename, extname } from 'node:path';
 import {
   ParTaskFileSchema,
+  firstIssue,
+  invalidInput,
+  isInvalidInput,
   type HumanDecision,
   type ParCheckpoint,
   type ParTaskFile,
   type ParTaskFileInput,
 } from '@polish/protocol';
-import {
-  checkHumanKey,
-  signHumanRecord,
-  validateCheckpoint,
-  validatePolicy,
-  PolicyInputError,
-} from './policy-engine.js';
-import {
-  coordPaths,
-  readJsonFile,
-  readTaskFile,
-  readWorkspace,
-  resolveRef,
-  writeFileAtomic,
-  writeTaskFile,
-  ParInputError,
-} from './coord-files.js';
+import { checkHumanKey, signHumanRecord, validateCheckpoint, validatePolicy } from './policy-engine.js';
+import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeTaskFile } from './coord-files.js';
 import { pendingActionHash } from './par-machine.js';
+import { writeFileAtomic } from '../write-file-atomic.js';
 
 /** The default checkpoint file of a workspace (agent-collab-harness layout). */
 export const DEFAULT_CHECKPOINT_REF = '.coord/task-checkpoint.json';
@@ -58,9 +47,9 @@ export function freshCheckpoint(taskId: string, now: Date): ParCheckpoint {
   };
 }
 
-const issueOf = (error: { issues: { path: PropertyKey[]; message: string }[] }) => {
-  const issue = error.issues[0];
-  return `${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`;
+const issueOf = (error: Parameters<typeof firstIssue>[0]) => {
+  const issue = firstIssue(error);
+  return `${issue.path}: ${issue.message}`;
 };
 
 /**
@@ -79,35 +68,35 @@ export function createParTask(
   if (existsSync(paths.task)) {
     task = readTaskFile(paths.task);
     if (task.cycles.length > 0 || task.final_status !== null) {
-      throw new ParInputError(
-        `topic ${topic} has already run (${paths.task}); continue it with \`polish par resume --topic ${topic}\``,
+      throw invalidInput(
+        'topic',
+        `${topic} has already run (${paths.task}); continue it with \`polish par resume --topic ${topic}\``,
       );
     }
   } else {
     if (!input)
-      throw new ParInputError(
-        `topic ${topic}: no task file at ${paths.task}; pass --goal, --acceptance, --critique and --policy`,
+      throw invalidInput(
+        'topic',
+        `${topic}: no task file at ${paths.task}; pass --goal, --acceptance, --critique and --policy`,
       );
     const parsed = ParTaskFileSchema.safeParse(input);
-    if (!parsed.success) throw new ParInputError(`task: ${issueOf(parsed.error)}`);
+    if (!parsed.success) throw invalidInput('task', issueOf(parsed.error));
     task = parsed.data;
   }
   const policyPath = resolveRef(workspace, task.policy_ref);
   try {
     validatePolicy(readJsonFile(policyPath, 'policy'));
   } catch (error) {
-    throw new ParInputError(
-      error instanceof PolicyInputError
-        ? `policy ${basename(policyPath, extname(policyPath))}: ${error.message}`
-        : (error as Error).message,
-    );
+    if (!isInvalidInput(error)) throw error;
+    throw invalidInput(`policy ${basename(policyPath, extname(policyPath))}`, error.message, { cause: error });
   }
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   if (existsSync(checkpointPath)) {
     const existing = readJsonFile(checkpointPath, 'checkpoint') as { task_id?: unknown; cycle?: unknown };
     if (existing.task_id !== topic || existing.cycle !== 0) {
-      throw new ParInputError(
-        `checkpoint: ${checkpointPath} belongs to task ${String(existing.task_id)} (cycle ${String(existing.cycle)}); pass --checkpoint for another file`,
+      throw invalidInput(
+        'checkpoint',
+        `${checkpointPath} belongs to task ${String(existing.task_id)} (cycle ${String(existing.cycle)}); pass --checkpoint for another file`,
       );
     }
   }
@@ -143,22 +132,25 @@ export function recordHumanDecision(
   const gate = task.acceptance_criteria.find((criterion) => criterion.id === input.gate);
   if (!gate?.human_gate) {
     const gates = task.acceptance_criteria.filter((criterion) => criterion.human_gate).map((criterion) => criterion.id);
-    throw new ParInputError(
-      `gate: ${input.gate} is not a human gate of topic ${topic} (its gates: ${gates.join(', ') || 'none'})`,
+    throw invalidInput(
+      'gate',
+      `${input.gate} is not a human gate of topic ${topic} (its gates: ${gates.join(', ') || 'none'})`,
     );
   }
   const policy = validatePolicy(readJsonFile(resolveRef(workspace, task.policy_ref), 'policy'));
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   const checkpoint = validateCheckpoint(readJsonFile(checkpointPath, 'checkpoint'), policy, secrets);
   if (checkpoint.status !== 'waiting_for_human' || !checkpoint.pending_action_hash) {
-    throw new ParInputError(
-      `topic ${topic} is not waiting for a human decision (status ${checkpoint.status}); a gate is decided when the run asks for it`,
+    throw invalidInput(
+      'topic',
+      `${topic} is not waiting for a human decision (status ${checkpoint.status}); a gate is decided when the run asks for it`,
     );
   }
   // The decision is about the artifact the run asked about, so it must still be the one on disk.
   if (pendingActionHash(task, checkpoint, readWorkspace(workspace)) !== checkpoint.pending_action_hash) {
-    throw new ParInputError(
-      `the workspace changed since topic ${topic} asked for a decision; resume it so it can ask about the current files`,
+    throw invalidInput(
+      'workspace',
+      `it changed since topic ${topic} asked for a decision; resume it so it can ask about the current files`,
     );
   }
   const secret = checkHumanKey(policy, secrets, input.keyId, 'key');

@@ -1,6 +1,9 @@
-import { createHash, createHmac, timingSafeEqual } from 'node:crypto';
+import { createHmac, timingSafeEqual } from 'node:crypto';
+import type { z } from 'zod';
 import {
   LIMIT_NAMES,
+  firstIssue,
+  invalidInput,
   ParCheckpointSchema,
   ParPolicySchema,
   type LimitName,
@@ -9,6 +12,7 @@ import {
   type PolicyDecision,
 } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
+import { sha256 } from '../hash.js';
 
 /** The metrics a checkpoint reports, and the limit each is held against. */
 const REACHED: readonly [keyof ParCheckpoint, LimitName][] = [
@@ -38,29 +42,22 @@ const OBSERVED = [
   'last_checkpoint_transcript_bytes',
 ] as const;
 
-/** Input is invalid: the engine fails closed with this message. */
-export class PolicyInputError extends Error {
-  override readonly name = 'PolicyInputError';
-}
-
-const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
-const firstIssue = (what: string, error: { issues: { path: PropertyKey[]; message: string }[] }) => {
-  const issue = error.issues[0];
-  return `${what}: ${issue?.path.join('.') || '(root)'}: ${issue?.message ?? 'invalid'}`;
+/** A file that does not parse: the field is the file, the problem its first issue. */
+const issueError = (what: string, error: z.ZodError) => {
+  const issue = firstIssue(error);
+  return invalidInput(what, `${issue.path}: ${issue.message}`);
 };
 
 /** Parses and checks a policy: the schema, plus the rules JSON Schema cannot express. */
 export function validatePolicy(raw: unknown): ParPolicy {
   const parsed = ParPolicySchema.safeParse(raw);
-  if (!parsed.success) throw new PolicyInputError(firstIssue('policy', parsed.error));
+  if (!parsed.success) throw issueError('policy', parsed.error);
   const { limits } = parsed.data;
   if (limits.max_transcript_bytes < limits.checkpoint_transcript_bytes) {
-    throw new PolicyInputError(
-      'policy: limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes',
-    );
+    throw invalidInput('policy', 'limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes');
   }
   if (limits.max_concurrency > limits.max_children_per_parent) {
-    throw new PolicyInputError('policy: limits.max_concurrency must be at most limits.max_children_per_parent');
+    throw invalidInput('policy', 'limits.max_concurrency must be at most limits.max_children_per_parent');
   }
   return parsed.data;
 }
@@ -83,12 +80,11 @@ export function checkHumanKey(
   where: string,
 ): string {
   const expectedHash = policy.human_authorization.key_hashes[keyId];
-  if (!expectedHash) throw new PolicyInputError(`${where}: key ${keyId} is not in the policy's key_hashes`);
+  if (!expectedHash) throw invalidInput(where, `key ${keyId} is not in the policy's key_hashes`);
   const secret = secrets[keyId];
-  if (secret === undefined)
-    throw new PolicyInputError(`${where}: no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
+  if (secret === undefined) throw invalidInput(where, `no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
   if (sha256(secret) !== expectedHash)
-    throw new PolicyInputError(`${where}: the secret of key ${keyId} does not match the policy's key hash`);
+    throw invalidInput(where, `the secret of key ${keyId} does not match the policy's key hash`);
   return secret;
 }
 
@@ -100,28 +96,27 @@ export function verifyHumanRecord(
   where: string,
 ) {
   const keyId = record.actor.slice('human:'.length);
-  if (record.authorization.key_id !== keyId)
-    throw new PolicyInputError(`${where}: authorization.key_id is not the actor's key`);
+  if (record.authorization.key_id !== keyId) throw invalidInput(where, `authorization.key_id is not the actor's key`);
   const secret = checkHumanKey(policy, secrets, keyId, where);
   const { authorization: _authorization, ...unsigned } = record;
   const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest();
   const given = Buffer.from(record.authorization.signature, 'hex');
   if (given.length !== signature.length || !timingSafeEqual(given, signature))
-    throw new PolicyInputError(`${where}: bad signature`);
+    throw invalidInput(where, `bad signature`);
 }
 
 /** Parses and checks a checkpoint against its policy (signatures, action hashes, overrides). */
 export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Record<string, string>): ParCheckpoint {
   const parsed = ParCheckpointSchema.safeParse(raw);
-  if (!parsed.success) throw new PolicyInputError(firstIssue('checkpoint', parsed.error));
+  if (!parsed.success) throw issueError('checkpoint', parsed.error);
   const checkpoint = parsed.data;
   const records = [...checkpoint.decisions, ...checkpoint.overrides];
   if (records.length > 0) {
     if (!checkpoint.pending_action_hash)
-      throw new PolicyInputError('checkpoint: pending_action_hash is required when decisions or overrides exist');
+      throw invalidInput('checkpoint', 'pending_action_hash is required when decisions or overrides exist');
     for (const record of records) {
       if (record.affected_action_hash !== checkpoint.pending_action_hash) {
-        throw new PolicyInputError('checkpoint: a record does not concern the pending action (affected_action_hash)');
+        throw invalidInput('checkpoint', 'a record does not concern the pending action (affected_action_hash)');
       }
     }
   }
@@ -131,24 +126,22 @@ export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Rec
   const overridden = new Set<string>();
   checkpoint.overrides.forEach((override, index) => {
     const where = `checkpoint: overrides.${index}`;
-    if (overridden.has(override.limit)) throw new PolicyInputError(`${where}: a second override of ${override.limit}`);
+    if (overridden.has(override.limit)) throw invalidInput(where, `a second override of ${override.limit}`);
     overridden.add(override.limit);
     verifyHumanRecord(override, policy, secrets, where);
     const limit = policy.limits[override.limit];
     const metric = METRIC_OF[override.limit];
     const current = metric ? Number(checkpoint[metric]) : Infinity;
     if (!(override.observed_value < limit))
-      throw new PolicyInputError(`${where}: observed_value must be below the policy's ${override.limit} (${limit})`);
+      throw invalidInput(where, `observed_value must be below the policy's ${override.limit} (${limit})`);
     if (!(override.observed_value <= current))
-      throw new PolicyInputError(`${where}: observed_value must not exceed the current ${metric}`);
-    if (!(override.value >= limit))
-      throw new PolicyInputError(`${where}: an override only raises a limit (value ≥ ${limit})`);
+      throw invalidInput(where, `observed_value must not exceed the current ${metric}`);
+    if (!(override.value >= limit)) throw invalidInput(where, `an override only raises a limit (value ≥ ${limit})`);
   });
   const latest = new Map<string, string>();
   for (const decision of checkpoint.decisions) {
     const key = `${decision.gate}\u0000${Date.parse(decision.timestamp)}`;
-    if (latest.has(key))
-      throw new PolicyInputError(`checkpoint: two decisions of gate ${decision.gate} at the same time`);
+    if (latest.has(key)) throw invalidInput('checkpoint', `two decisions of gate ${decision.gate} at the same time`);
     latest.set(key, decision.decision);
   }
   return checkpoint;
@@ -162,7 +155,7 @@ export function humanKeysFrom(environment: NodeJS.ProcessEnv = process.env): Rec
   try {
     keys = JSON.parse(raw);
   } catch {
-    throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON is not JSON');
+    throw invalidInput('AGENT_COLLAB_HUMAN_KEYS_JSON', 'is not JSON');
   }
   if (
     !keys ||
@@ -170,7 +163,7 @@ export function humanKeysFrom(environment: NodeJS.ProcessEnv = process.env): Rec
     Array.isArray(keys) ||
     Object.values(keys).some((value) => typeof value !== 'string')
   ) {
-    throw new PolicyInputError('AGENT_COLLAB_HUMAN_KEYS_JSON must be a JSON object of key id → secret');
+    throw invalidInput('AGENT_COLLAB_HUMAN_KEYS_JSON', 'must be a JSON object of key id → secret');
   }
   return keys as Record<string, string>;
 }
@@ -214,7 +207,7 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
   return {
     schema_version: 1,
     policy_id: policy.policy_id,
-    policy_hash: sha256(canonicalJson(policy)),
+    policy_hash: policyHash(policy),
     decision,
     spawn_allowed:
       decision === 'continue' &&
@@ -259,3 +252,6 @@ export function evaluatePolicy(input: {
     return failClosed(input.policyName, (error as Error).message);
   }
 }
+
+/** The hash a decision names its policy by: SHA-256 of the policy's canonical JSON. */
+export const policyHash = (policy: ParPolicy) => sha256(canonicalJson(policy));

@@ -1,56 +1,33 @@
-import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { basename, extname, relative } from 'node:path';
-import { promisify } from 'node:util';
-import { createActor, fromPromise, toPromise, type InspectionEvent, type Observer } from 'xstate';
+import { createActor, toPromise, type InspectionEvent, type Observer } from 'xstate';
 import { SpanStatusCode, context as otelContext, trace, type Context } from '@opentelemetry/api';
 import {
-  ParActionSchema,
   ParCheckpointSchema,
-  ParCommandResultSchema,
-  ParPlanSchema,
   PolishError,
-  parReviewSchemaFor,
+  invalidInput,
   type ParCheckpoint,
   type ParFinalStatus,
   type ParTaskFile,
-  type PayloadOf,
   type PolicyDecision,
   type RunEvent,
-  type TaskRole,
 } from '@polish/protocol';
-import { inWaveSpan, inspectable } from '../wave-actors.js';
-import type { z } from 'zod';
-import type { Dispatcher } from '../dispatcher.js';
+import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { UnstampedEvent } from '../dispatch/validated-dispatch.js';
+import { writeFileAtomic } from '../write-file-atomic.js';
 import { evaluatePolicy } from './policy-engine.js';
-import { canonicalJson } from './canonical-json.js';
-import {
-  coordPaths,
-  readJsonFile,
-  readTaskFile,
-  readWorkspace,
-  resolveRef,
-  writeChanges,
-  writeFileAtomic,
-  writeTaskFile,
-  ParInputError,
-} from './coord-files.js';
+import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeTaskFile } from './coord-files.js';
 import { renderFinalReport } from './final-report.js';
-import {
-  parMachine,
-  pendingActionHash,
-  pendingGates,
-  type CritiqueInput,
-  type CycleToRecord,
-  type ParStep,
-} from './par-machine.js';
-import type { CritiqueAnswer } from './critique.js';
-
-const run = promisify(execFile);
+import { parMachine, pendingActionHash, pendingGates } from './par-machine.js';
+import { createParActors } from './par-actors.js';
+import { checkGitWorkspace, commitWorkspace } from './git-workspace.js';
 
 /** No-op unless an OpenTelemetry SDK is registered. */
 const tracer = trace.getTracer('@polish/orchestrator');
+
+/** A PAR run's id: `par-<topic>-<uuid>`, so events and the inspector name the topic. */
+export const newParRunId = (topic: string) => `par-${topic}-${randomUUID()}`;
 
 /** How to run (or resume) one PAR task whose files are in a workspace. */
 export interface ParRunOptions {
@@ -66,23 +43,12 @@ export interface ParRunOptions {
   /** One line per step, for progress output. */
   onProgress?: (line: string) => void;
   inspect?: Observer<InspectionEvent> | ((event: InspectionEvent) => void);
-  /** Identifies this run (or resume) in its events; default `par-<topic>-<uuid>`. */
+  /** Identifies this run (or resume) in its events; default `newParRunId(topic)`. */
   runId?: string;
   /** Called with every run event, in order (for `polish.v1.events.<runId>` and the inspector). */
   onEvent?: (event: RunEvent) => void;
-}
-
-type Report = (event: DistributiveOmit<RunEvent, 'runId' | 'at'>) => void;
-type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
-
-/** Where a dispatch reports to: the run's events, the models seen, and the cycle it belongs to. */
-interface DispatchContext {
-  signal: AbortSignal;
-  models: Set<string>;
-  report: Report;
-  cycle: () => number;
-  /** The run's `polish.par` span: each dispatch's `polish.wave <role>` span is its child. */
-  trace: Context;
+  /** Re-sends of a task whose answer breaks the contract, as in the polish loop. Default 1. */
+  maxContractRedispatch?: number;
 }
 
 /** How a PAR run ended, and where its files are. */
@@ -101,90 +67,6 @@ export interface ParRunResult {
   files: { task: string; checkpoint: string; final: string };
 }
 
-/** Bytes that crossed the wire for one task: its payload and its answer. */
-const wireBytes = (payload: unknown, result: unknown) =>
-  Buffer.byteLength(JSON.stringify(payload)) + Buffer.byteLength(JSON.stringify(result ?? null));
-
-/** Sends a task (in its wave span) and validates its answer, re-sending once if the answer breaks the contract. */
-function dispatchValidated<R extends TaskRole, T>(
-  dispatcher: Dispatcher,
-  role: R,
-  payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
-  context: DispatchContext,
-  once?: { timeoutMs: number },
-): Promise<ParStep<T>> {
-  return inWaveSpan(role, context.cycle(), context.trace, () =>
-    dispatchValidatedUntraced(dispatcher, role, payload, schema, context, once),
-  );
-}
-
-async function dispatchValidatedUntraced<R extends TaskRole, T>(
-  dispatcher: Dispatcher,
-  role: R,
-  payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
-  context: DispatchContext,
-  once?: { timeoutMs: number },
-): Promise<ParStep<T>> {
-  let problem = '';
-  const started = Date.now();
-  context.report({ type: 'wave.started', role, iteration: context.cycle(), ...inspectable('payload', payload) });
-  // A command critique runs once, with its own timeout: re-running it is not the critique's call.
-  const sends = once ? 1 : 2;
-  for (let attempt = 1; attempt <= sends; attempt += 1) {
-    const outcome = await dispatcher.dispatch(role, payload, {
-      signal: context.signal,
-      ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}),
-    });
-    if (outcome.model.provider !== 'none')
-      context.models.add(`${outcome.model.model}${outcome.model.scripted ? ' (scripted, not an LLM)' : ''}`);
-    const parsed = schema.safeParse(outcome.result);
-    if (parsed.success) {
-      context.report({
-        type: 'wave.finished',
-        role,
-        iteration: context.cycle(),
-        duration_ms: Date.now() - started,
-        usage: outcome.usage,
-        model: outcome.model,
-        worker: outcome.worker,
-        attempts: outcome.attempts + attempt - 1,
-        ...inspectable('result', outcome.result),
-      });
-      return { value: parsed.data, bytes: wireBytes(payload, outcome.result) };
-    }
-    problem = parsed.error.issues.map((issue) => `${issue.path.join('.') || '(root)'}: ${issue.message}`).join('; ');
-  }
-  throw new PolishError(
-    'CONTRACT_VIOLATION',
-    `${role} broke the contract (${sends} answer${sends === 1 ? '' : 's'}): ${problem}`,
-  );
-}
-
-async function git(workspace: string, args: string[]): Promise<string> {
-  const { stdout } = await run('git', ['-C', workspace, ...args]);
-  return stdout.trim();
-}
-
-/** Checks before a `--git` run that the workspace is a work tree, so no cycle is left uncommitted. */
-export async function checkGitWorkspace(workspace: string): Promise<void> {
-  try {
-    if ((await git(workspace, ['rev-parse', '--is-inside-work-tree'])) !== 'true') throw new Error('not a work tree');
-  } catch {
-    throw new ParInputError(`--git: ${workspace} is not a git work tree (run \`git init\` there, or drop --git)`);
-  }
-}
-
-async function commit(workspace: string, message: string): Promise<void> {
-  // Only the workspace: a workspace inside a larger repository never commits the rest of it.
-  await git(workspace, ['add', '-A', '--', '.']);
-  // An identity of our own only where none is configured, so a user's own stays theirs.
-  const configured = await git(workspace, ['config', 'user.email']).catch(() => '');
-  const identity = configured ? [] : ['-c', 'user.name=polish', '-c', 'user.email=polish@localhost'];
-  await git(workspace, [...identity, 'commit', '--allow-empty', '--no-verify', '-q', '-m', message, '--', '.']);
-}
-
 /** A task file reference as a workspace path (what an agent's change would name), or '' when it is outside. */
 function workspacePathOf(workspace: string, ref: string): string {
   const path = relative(workspace, resolveRef(workspace, ref)).split('\\').join('/');
@@ -200,14 +82,13 @@ function stoppedStatus(checkpoint: ParCheckpoint, reasons: readonly string[]): P
   return checkpoint.status;
 }
 
-/** The task's files, loaded and checked. Throws `ParInputError` naming what is wrong. */
+/** The task's files, loaded and checked. Throws INVALID_INPUT naming what is wrong. */
 function loadTask(workspace: string, topic: string) {
   const paths = coordPaths(workspace, topic);
   if (!existsSync(paths.task))
-    throw new ParInputError(`topic ${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
+    throw invalidInput('topic', `${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
   const task = readTaskFile(paths.task);
-  if (task.topic !== topic)
-    throw new ParInputError(`task file: ${paths.task} is for topic ${task.topic}, not ${topic}`);
+  if (task.topic !== topic) throw invalidInput('task file', `${paths.task} is for topic ${task.topic}, not ${topic}`);
   const policyPath = resolveRef(workspace, task.policy_ref);
   const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
   return {
@@ -226,7 +107,7 @@ function loadTask(workspace: string, topic: string) {
  * Resuming is the same call: it continues from the checkpoint.
  */
 export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
-  const runId = options.runId ?? `par-${options.topic}-${randomUUID()}`;
+  const runId = options.runId ?? newParRunId(options.topic);
   // The run's trace: this span is the root (or a child of the caller's active span), each dispatch a child.
   return tracer.startActiveSpan(
     'polish.par',
@@ -247,15 +128,15 @@ export async function runPar(options: ParRunOptions): Promise<ParRunResult> {
   );
 }
 
-async function runParIn(options: ParRunOptions, traceContext: Context): Promise<ParRunResult> {
+async function runParIn(options: ParRunOptions & { runId: string }, traceContext: Context): Promise<ParRunResult> {
   const { workspace, topic } = options;
   const loaded = loadTask(workspace, topic);
   const { paths, policyName } = loaded;
   const humanKeys = options.humanKeys ?? {};
   const progress = options.onProgress ?? (() => undefined);
   const models = new Set<string>();
-  const runId = options.runId ?? `par-${topic}-${randomUUID()}`;
-  const report: Report = (event) => options.onEvent?.({ ...event, runId, at: Date.now() } as RunEvent);
+  const { runId } = options;
+  const report = (event: UnstampedEvent) => options.onEvent?.({ ...event, runId, at: Date.now() } as RunEvent);
   if (options.git) await checkGitWorkspace(workspace);
 
   const finish = (
@@ -344,94 +225,23 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   options.signal?.addEventListener('abort', onAbort, { once: true });
   const decide = (candidate: ParCheckpoint) =>
     evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
-  const dispatchContext: DispatchContext = {
-    signal: controller.signal,
-    models,
-    report,
-    cycle: () => checkpoint.cycle + 1,
-    trace: traceContext,
-  };
-
   const machine = parMachine.provide({
-    actors: {
-      decide: fromPromise<PolicyDecision, ParCheckpoint>(async ({ input }) => {
-        const decision = decide(input);
-        progress(
-          `par: policy: ${decision.decision}${decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : ''}`,
-        );
-        report({ type: 'par.decision', decision });
-        return decision;
-      }),
-      plan: fromPromise(async ({ input }) => {
-        progress(`par: cycle ${checkpoint.cycle + 1}: planning`);
-        const step = await dispatchValidated(options.dispatcher, 'par.plan', input, ParPlanSchema, dispatchContext);
-        progress(`par: plan: ${step.value.plan_summary}`);
-        return step;
-      }),
-      act: fromPromise(async ({ input }) => {
-        const step = await dispatchValidated(options.dispatcher, 'par.act', input, ParActionSchema, dispatchContext);
-        const forbidden = step.value.changes
-          .filter((change) => protectedPaths.has(change.path))
-          .map((change) => change.path);
-        if (forbidden.length > 0)
-          throw new PolishError(
-            'CONTRACT_VIOLATION',
-            `the agent may not write the policy or the checkpoint (${forbidden.join(', ')})`,
-          );
-        progress(
-          `par: act: ${step.value.changes.length} file${step.value.changes.length === 1 ? '' : 's'} written${step.value.changes.length > 0 ? ` (${step.value.changes.map((change) => change.path).join(', ')})` : ''}`,
-        );
-        return step;
-      }),
-      critique: fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>(async ({ input }) => {
-        const source = input.task.critique_source;
-        if (source.kind === 'self')
-          return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
-        if (source.kind === 'review') {
-          const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
-          const step = await dispatchValidated(
-            options.dispatcher,
-            'par.review',
-            { artifact: input.artifact, acceptance_criteria: criteria },
-            parReviewSchemaFor(criteria),
-            dispatchContext,
-          );
-          progress(
-            `par: review: ${step.value.results.filter((result) => result.passed).length}/${step.value.results.length} criteria pass`,
-          );
-          return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
-        }
-        const payload = {
-          artifact: input.artifact,
-          command: source.command,
-          timeout_ms: Math.round(source.timeout_seconds * 1000),
-        };
-        // The worker kills the command at its timeout; the margin covers writing the files and replying.
-        const step = await dispatchValidated(
-          options.dispatcher,
-          'par.command',
-          payload,
-          ParCommandResultSchema,
-          dispatchContext,
-          { timeoutMs: payload.timeout_ms + 30_000 },
-        );
-        progress(
-          `par: ${source.kind} critique: \`${source.command}\` ${step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`}`,
-        );
-        return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
-      }),
-      record: fromPromise<void, CycleToRecord>(async ({ input }) => {
-        // Evidence and workspace first, the checkpoint last: the checkpoint never names what is not on disk.
-        for (const document of input.evidence) writeFileAtomic(resolveRef(workspace, document.ref), document.content);
-        writeChanges(workspace, input.changes);
-        writeTaskFile(paths.task, input.task);
-        writeFileAtomic(paths.checkpoint, `${JSON.stringify(input.checkpoint, null, 2)}\n`);
-        checkpoint = input.checkpoint;
-        report({ type: 'par.cycle', record: input.record, checkpoint_status: input.checkpoint.status });
-        progress(`par: cycle ${input.record.cycle}: ${input.record.verdict}; next: ${input.record.next_action}`);
-        if (options.git) await commit(workspace, `par(iter-${input.record.cycle}): ${input.record.plan_summary}`);
-      }),
-    },
+    actors: createParActors({
+      dispatcher: options.dispatcher,
+      workspace,
+      paths,
+      protectedPaths,
+      decide,
+      cycle: () => checkpoint.cycle + 1,
+      recorded: (recorded) => (checkpoint = recorded),
+      answeredBy: (model) => models.add(model),
+      signal: controller.signal,
+      report,
+      progress,
+      traceContext,
+      ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),
+      ...(options.git ? { git: true } : {}),
+    }),
   });
 
   const actor = createActor(machine, {
@@ -488,9 +298,6 @@ async function runParIn(options: ParRunOptions, traceContext: Context): Promise<
   finalCheckpoint = { ...finalCheckpoint, updated_at: new Date().toISOString() };
   writeFileAtomic(paths.checkpoint, `${JSON.stringify(finalCheckpoint, null, 2)}\n`);
   const result = finish(task, status, reason, lastDecision, finalCheckpoint);
-  if (options.git) await commit(workspace, `par(final): ${status}: ${reason}`.slice(0, 200));
+  if (options.git) await commitWorkspace(workspace, `par(final): ${status}: ${reason}`.slice(0, 200));
   return result;
 }
-
-/** Canonical JSON of a value: exported for callers that hash records the way the policy engine does. */
-export { canonicalJson };

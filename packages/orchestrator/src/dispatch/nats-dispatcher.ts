@@ -1,4 +1,5 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { sha256 } from '../hash.js';
 import { setTimeout as delay } from 'node:timers/promises';
 import { RequestError, TimeoutError, headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
 import { context, propagation, type Context } from '@opentelemetry/api';
@@ -111,9 +112,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         role,
         attempt,
         deadline: Date.now() + timeoutMs,
-        ...(idempotencyKey
-          ? { idempotencyKey: createHash('sha256').update(`${idempotencyKey}/${attempt}`).digest('hex') }
-          : {}),
+        ...(idempotencyKey ? { idempotencyKey: sha256(`${idempotencyKey}/${attempt}`) } : {}),
         payload,
       });
       let failure: PolishError;

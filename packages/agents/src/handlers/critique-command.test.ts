@@ -1,25 +1,29 @@
 import { describe, expect, it } from 'vitest';
 import { handleTask } from '../handle-task.js';
 import { createScriptedProvider } from '../providers/scripted-provider.js';
-import { runCommand, OUTPUT_TAIL_CHARS } from './run-command.js';
+import { runCritiqueCommand, OUTPUT_TAIL_CHARS } from './critique-command.js';
 
 const files = { 'check.sh': 'echo "checking $(cat input.txt)"\nexit 3\n', 'input.txt': 'the artifact' };
 
 describe('par.command: a command critique against the artifact', () => {
   it('writes the artifact to a temporary workspace, runs the command there, and returns its exit code and output', async () => {
-    const { value, usage } = await runCommand({ artifact: files, command: 'sh check.sh', timeout_ms: 10_000 });
+    const { value, usage } = await runCritiqueCommand({ artifact: files, command: 'sh check.sh', timeout_ms: 10_000 });
     expect(value).toMatchObject({ exit_code: 3, timed_out: false, output_tail: 'checking the artifact\n' });
     expect(usage.model_calls).toBe(0);
   });
 
   it('kills the whole process group at the timeout, and says so', async () => {
     // The child of sh keeps the pipe open: only killing the group ends it.
-    const { value } = await runCommand({ artifact: files, command: 'sleep 30 & sleep 30; wait', timeout_ms: 200 });
+    const { value } = await runCritiqueCommand({
+      artifact: files,
+      command: 'sleep 30 & sleep 30; wait',
+      timeout_ms: 200,
+    });
     expect(value).toMatchObject({ exit_code: null, timed_out: true });
   });
 
   it('keeps only the tail of a long output', async () => {
-    const { value } = await runCommand({
+    const { value } = await runCritiqueCommand({
       artifact: files,
       command: `yes line | head -n 5000; echo THE-END`,
       timeout_ms: 10_000,
@@ -35,7 +39,7 @@ describe('par.command: a command critique against the artifact', () => {
       OPENAI_API_KEY: 'sk-secret',
       AGENT_COLLAB_HUMAN_KEYS_JSON: '{"a":"b"}',
     };
-    const { value } = await runCommand({ artifact: files, command: 'env', timeout_ms: 10_000 }, environment);
+    const { value } = await runCritiqueCommand({ artifact: files, command: 'env', timeout_ms: 10_000 }, environment);
     expect(value.output_tail).not.toMatch(/secret|AGENT_COLLAB/);
     expect(value.output_tail).toContain('PATH=');
   });

@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { ParCheckpointSchema } from '@polish/protocol';
-import { classifyCycle, type CycleOutcome } from './progress.js';
+import { classifyCycle, type CycleOutcome } from './classify-cycle.js';
 
 const start = ParCheckpointSchema.parse(
   JSON.parse(

@@ -22,7 +22,7 @@ function commandEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
  * `sh -c` in its own process group, and kills the group at the timeout. The exit code and the
  * output's tail are the evidence; the workspace is removed afterwards. No model is called.
  */
-export async function runCommand(
+export async function runCritiqueCommand(
   payload: ParCommandPayload,
   environment: NodeJS.ProcessEnv = process.env,
 ): Promise<HandlerOutput<ParCommandResult>> {

@@ -15,15 +15,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { canonicalJson } from './canonical-json.js';
-import {
-  decideMemoryProposal,
-  listMemoryProposals,
-  memoryLockSettings,
-  MemoryProposalError,
-  proposeMemory,
-  verifyMemoryLog,
-} from './memory-proposals.js';
+import { canonicalJson } from '../par/canonical-json.js';
+import { PolishError } from '@polish/protocol';
+import { lockFileSettings } from './lock-file.js';
+import { decideMemoryProposal, listMemoryProposals, proposeMemory, verifyMemoryLog } from './memory-proposals.js';
 
 // Lets a test make one fs write fail, as a full disk would, while everything else goes through.
 const failing = vi.hoisted(() => ({
@@ -47,7 +42,7 @@ vi.mock('node:fs', async (importOriginal) => {
 afterEach(() => {
   failing.append = undefined;
   failing.rename = false;
-  memoryLockSettings.timeoutMs = 10_000;
+  lockFileSettings.timeoutMs = 10_000;
 });
 
 // The public sample policy beside the repository when it is there, else the test copy.
@@ -181,7 +176,7 @@ describe('memory proposals', () => {
     const dir = coord();
     const { proposal_id: id } = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
     const before = snapshot(dir);
-    expect(() => approve(dir, id, overrides)).toThrow(MemoryProposalError);
+    expect(() => approve(dir, id, overrides)).toThrow(PolishError);
     expect(() => approve(dir, id, overrides)).toThrow(message);
     expect(snapshot(dir)).toEqual(before);
   });
@@ -270,8 +265,8 @@ describe('memory proposals: the lock and the order of writes', () => {
     proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
     holdLock(dir, `${process.pid}\n`);
     const before = snapshot(dir);
-    memoryLockSettings.timeoutMs = 100;
-    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(MemoryProposalError);
+    lockFileSettings.timeoutMs = 100;
+    expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(PolishError);
     expect(() => proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0)).toThrow(
       `waiting for the lock ${lock(dir)} (held by pid ${process.pid})`,
     );
@@ -351,7 +346,7 @@ describe('memory proposals: the lock and the order of writes', () => {
   // Separate processes, each with its own copy of the module, like concurrent `polish memory` runs.
   // They use the built module: `npx tsc -b packages/orchestrator` (or `pnpm build`) first.
   it('keeps the log whole with 6 processes proposing and approving at once', async () => {
-    const built = fileURLToPath(new URL('../../dist/par/memory-proposals.js', import.meta.url));
+    const built = fileURLToPath(new URL('../../dist/memory/memory-proposals.js', import.meta.url));
     const source = fileURLToPath(new URL('memory-proposals.ts', import.meta.url));
     if (!existsSync(built) || statSync(built).mtimeMs < statSync(source).mtimeMs)
       throw new Error(`${built} is missing or older than its source: run npx tsc -b packages/orchestrator`);

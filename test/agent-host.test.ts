@@ -4,7 +4,8 @@ import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createAgentHost } from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
-import { TaskEnvelopeSchema, ZERO_USAGE, taskSubject, type TaskEnvelope } from '@polish/protocol';
+import { TaskEnvelopeSchema, ZERO_USAGE, replySubject, taskQueueNames, type TaskEnvelope } from '@polish/protocol';
+import { jetstream } from '@nats-io/jetstream';
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
@@ -90,44 +91,53 @@ describe('agent host', () => {
     const [worker] = host.workerPids();
     const done = new Promise<boolean>((resolve) => host.once('task.done', ({ ok }) => resolve(ok)));
     const exited = new Promise<number>((resolve) => host.once('worker.exited', ({ pid }) => resolve(pid)));
-    const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300, maxAttempts: 1 });
-    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria })).rejects.toThrow(
-      'no evaluate worker replied within 0.3 s',
+    const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300 });
+    // Given back to the queue, once: with one delivery allowed, the task then fails naming why.
+    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { maxAttempts: 1 })).rejects.toThrow(
+      new RegExp(
+        `^evaluate task handed out 1 time without an answer; last: worker ${worker} gave it back \\(its time ran out in the worker`,
+      ),
     );
     expect(await done).toBe(false);
     expect(await exited).toBe(worker);
+    await dispatcher.close?.();
     await host.stop();
   });
 
   it('tasks of durable runs carry an idempotency key that reveals nothing about the run', async () => {
     const seen: TaskEnvelope[] = [];
-    // A protocol peer standing in for a worker: it records the envelope and answers.
-    const peer = nats.connection.subscribe(taskSubject('evaluate'), {
-      queue: 'evaluate',
-      callback: (_error, message) => {
-        const task = TaskEnvelopeSchema.parse(message.json());
-        seen.push(task);
-        const scores = criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true }));
-        message.respond(
-          JSON.stringify({
-            v: 1,
-            taskId: task.taskId,
-            ok: true,
-            result: { scores },
-            usage: ZERO_USAGE,
-            model: { provider: 'peer', model: 'peer', scripted: true },
-            worker: { pid: 1, hostname: 'peer' },
-          }),
-        );
-      },
-    });
+    // A protocol peer standing in for a worker: it pulls from the evaluate queue, records the
+    // envelope and answers on the reply subject, as docs/protocol.md says a worker does.
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     const key = 'result.run-42.evaluate.3';
-    await dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
-    await dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
-    peer.unsubscribe();
-    const expected = createHash('sha256').update(`${key}/1`).digest('hex');
-    expect(seen.map((task) => task.idempotencyKey)).toEqual([expected, expected]);
+    const answered = dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
+    const names = taskQueueNames();
+    const consumer = await jetstream(nats.connection).consumers.get(names.tasksStream, names.taskConsumer('evaluate'));
+    const message = await consumer.next({ expires: 10_000 });
+    const task = TaskEnvelopeSchema.parse(message?.json());
+    seen.push(task);
+    const scores = criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true }));
+    const reply = {
+      v: 1,
+      taskId: task.taskId,
+      ok: true,
+      result: { scores },
+      usage: ZERO_USAGE,
+      model: { provider: 'peer', model: 'peer', scripted: true },
+      worker: { pid: 1, hostname: 'peer' },
+    };
+    await jetstream(nats.connection).publish(
+      replySubject('evaluate', task.idempotencyKey as string),
+      JSON.stringify(reply),
+    );
+    message?.ack();
+    expect((await answered).worker.hostname).toBe('peer');
+    // The same wave dispatched again (a restarted orchestrator): its answer is found, not paid again.
+    const again = await dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { idempotencyKey: key });
+    expect(again.worker.hostname).toBe('peer');
+    expect((await consumer.info()).num_pending).toBe(0);
+    await dispatcher.close?.();
+    expect(seen.map((envelope) => envelope.idempotencyKey)).toEqual([createHash('sha256').update(key).digest('hex')]);
     expect(JSON.stringify(seen)).not.toContain('run-42');
   });
 

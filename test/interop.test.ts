@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -8,6 +8,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import type { Subscription } from '@nats-io/transport-node';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
+import { jetstream } from '@nats-io/jetstream';
+import { openTaskQueue } from '@polish/orchestrator';
 import { RunEventSchema, RunResultSchema, RunSummarySchema, TaskReplySchema, type RunEvent } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
@@ -87,9 +89,7 @@ function startNode(
 /** Starts the foreign evaluate worker and waits until its subscription is known to the server. */
 async function startForeignWorker(natsUrl: string, args: string[]) {
   const worker = startNode([WORKER, '--nats', natsUrl, ...args]);
-  const [, pid] = await worker.waitFor(
-    /^evaluate-worker: ready: pid (\d+), serving polish\.v1\.task\.evaluate \(queue evaluate\)/,
-  );
+  const [, pid] = await worker.waitFor(/^evaluate-worker: ready: pid (\d+), pulling from POLISH_TASKS\/evaluate/);
   return { ...worker, pid: Number(pid) };
 }
 
@@ -129,6 +129,9 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
 
   beforeAll(async () => {
     nats = await startNats();
+    // An orchestrator makes the task queue (here the test does, as polish run or serve would):
+    // a worker pulls from a queue that exists.
+    await openTaskQueue(nats.connection);
     // polish's own workers serve criteria and revise: the only evaluate worker is the foreign one.
     host = await startHost(nats.server.url, ['--roles', 'criteria,revise', '--script', `${demo}/script.yaml`]);
   });
@@ -238,21 +241,26 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
         taskId: randomUUID(),
         role: 'evaluate',
         attempt: 1,
-        deadline: Date.now() + 60_000,
+        deadline: 0,
+        idempotencyKey: createHash('sha256').update(randomUUID()).digest('hex'),
         payload: {
           artifact: 'Each key may send 100 requests per minute.',
           criteria: [{ id: 'C1', text: 'States the limit.' }],
           ...payload,
         },
       });
-      const ask = async (body: string) =>
-        (await nats.connection.request('polish.v1.task.evaluate', body, { timeout: 30_000 })).json<
-          Record<string, unknown>
-        >();
+      // A task goes into the evaluate queue; its answer comes on the reply subject of its key.
+      const ask = async (task: ReturnType<typeof envelope>) => {
+        const replies = nats.connection.subscribe(`polish.v1.reply.evaluate.${task.idempotencyKey}`, { max: 1 });
+        await nats.connection.flush();
+        await jetstream(nats.connection).publish('polish.v1.task.evaluate', JSON.stringify(task));
+        for await (const message of replies) return message.json<Record<string, unknown>>();
+        throw new Error('no reply');
+      };
 
       // The control: the same task without the extra field is judged.
       const valid = envelope({});
-      const judged = await ask(JSON.stringify(valid));
+      const judged = await ask(valid);
       expect(validReply(judged), JSON.stringify(validReply.errors)).toBe(true);
       expect(judged).toMatchObject({
         taskId: valid.taskId,
@@ -265,7 +273,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
 
       // An iteration number is exactly what a stateless evaluator must never receive.
       const invalid = envelope({ iteration: 2 });
-      const rejected = await ask(JSON.stringify(invalid));
+      const rejected = await ask(invalid);
       expect(validReply(rejected), JSON.stringify(validReply.errors)).toBe(true);
       expect(TaskReplySchema.parse(rejected)).toMatchObject({
         taskId: invalid.taskId,
@@ -277,10 +285,9 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       );
       expect(rejected.result).toBeUndefined();
 
-      // Not JSON at all: still a coded reply, for the task id "unknown".
-      const garbled = await ask('not json');
-      expect(validReply(garbled), JSON.stringify(validReply.errors)).toBe(true);
-      expect(garbled).toMatchObject({ taskId: 'unknown', ok: false, error: { code: 'INVALID_INPUT' } });
+      // Not JSON at all: there is nowhere to answer, so the task leaves the queue for good.
+      await jetstream(nats.connection).publish('polish.v1.task.evaluate', 'not json');
+      await worker.waitFor(/^evaluate-worker: a task without an idempotency key: terminated/);
       await worker.waitFor(new RegExp(`^evaluate-worker: rejected task ${invalid.taskId}: INVALID_INPUT`));
     } finally {
       await stop(worker);

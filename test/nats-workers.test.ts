@@ -51,7 +51,9 @@ describe('agents as single-use worker processes over NATS', () => {
   async function run(input: RunSpecInput, options: Partial<NatsDispatcherOptions> = {}) {
     const events: RunEvent[] = [];
     const dispatcher = createNatsDispatcher({ connection: nats.connection, ...options });
-    const result = await startRun(input, { dispatcher, onEvent: (event) => events.push(event) }).result;
+    const result = await startRun(input, { dispatcher, onEvent: (event) => events.push(event) }).result.finally(() =>
+      dispatcher.close?.(),
+    );
     const answers = events.flatMap((event) => (event.type === 'wave.finished' ? [event] : []));
     return { result, events, answers };
   }
@@ -86,16 +88,21 @@ describe('agents as single-use worker processes over NATS', () => {
     const held = heldScript();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
     try {
-      // The default task timeout (120 s) is far beyond the test's: recovery must come from the
-      // host's WORKER_CRASHED reply, not from waiting the task out.
+      // Recovery comes from the host's crash notice (the task is handed out again at once), not
+      // from its lease running out: the run's events say the task was given back for SIGKILL.
       const running = run(spec);
       const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
       process.kill(Number(pid), 'SIGKILL');
       await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
       held.release();
-      const { result, answers } = await running;
+      const { result, answers, events } = await running;
       expect(outcome(result)).toEqual(outcome(undisturbed));
       expect(answers.find((answer) => answer.role === 'evaluate')?.attempts).toBe(2);
+      expect(
+        events
+          .filter((event) => event.type === 'task.released')
+          .map((event) => event.type === 'task.released' && event.reason),
+      ).toEqual(['SIGKILL']);
       expect(answers.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
     } finally {
       await stop(host);
@@ -120,7 +127,7 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(result.status).toBe('FAILED');
       if (result.status !== 'FAILED') return;
       expect(result.code).toBe('NO_RESPONDERS');
-      expect(result.reason).toBe('no evaluate workers answered within 1 s (nobody serves polish.v1.task.evaluate)');
+      expect(result.reason).toBe('no evaluate workers pulled tasks within 1 s (nobody serves polish.v1.task.evaluate)');
       expect(result.artifact).toBe(spec.artifact);
     } finally {
       await stop(host);

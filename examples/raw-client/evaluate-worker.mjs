@@ -19,7 +19,7 @@
 //   --prefix NAME         POLISH_SUBJECT_PREFIX (default polish): subjects are NAME.v1.…
 //   --schemas DIR         POLISH_SCHEMA_DIR (default ../../packages/protocol/schema from here)
 //
-// It serves tasks until SIGTERM or Ctrl-C, then drains (the task in hand is answered) and exits 0.
+// It pulls tasks from the evaluate queue until SIGTERM or Ctrl-C, answers the one in hand, and exits 0.
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { hostname } from 'node:os';
@@ -149,10 +149,6 @@ function answer(data) {
   const taskId = typeof task?.taskId === 'string' && task.taskId ? task.taskId : 'unknown';
   const problem = problemWith(task);
   if (problem) return failure(taskId, 'INVALID_INPUT', `task rejected before any model call: ${problem}`);
-  // Past its deadline (plus a second for clock skew) nobody reads the answer: the orchestrator
-  // has sent the task again. A worker with a real model would not start the call.
-  if (task.deadline > 0 && Date.now() > task.deadline + 1_000)
-    return failure(taskId, 'TIMEOUT', 'evaluate: the task passed its deadline before it was judged', true);
   const result = judge(task.payload);
   if (!validEvaluation(result))
     return failure(
@@ -171,22 +167,71 @@ if (credentialsFile) {
   auth = { user, pass: password, inboxPrefix };
 }
 const connection = await connect({ servers: natsUrl, name: `raw-evaluate-${process.pid}`, ...auth });
-const subject = `${prefix}.v1.task.evaluate`;
-// Queue group "evaluate": each task goes to one evaluate worker, whoever's they are.
-const subscription = connection.subscribe(subject, { queue: 'evaluate' });
+const js = connection.jetstream();
+// The task queue: stream <PREFIX>_TASKS, one durable pull consumer per role; the evaluate one is "evaluate".
+const stream = `${prefix.toUpperCase()}_TASKS`;
+const consumerName = 'evaluate';
+let stopping = false;
 const stop = (signal) => {
-  log(`${signal}: draining (no new tasks; the task in hand is answered)`);
-  void connection.drain();
+  log(`${signal}: stopping (no new tasks; the task in hand is answered)`);
+  stopping = true;
 };
 process.once('SIGTERM', () => stop('SIGTERM'));
 process.once('SIGINT', () => stop('SIGINT'));
-// The subscription is known to the server once flush() returns: only then can a task reach us.
-await connection.flush();
+
+// The consumer is made by the orchestrator (polish serve, polish run): wait for it if we came first.
+let consumer;
+for (let told = false; !consumer && !stopping; told = true) {
+  consumer = await js.consumers.get(stream, consumerName).catch((error) => {
+    if (!/not found/i.test(String(error?.message))) throw error;
+    if (!told) log(`waiting for the consumer ${consumerName} of ${stream} (start polish serve or a run)`);
+    return new Promise((resolve) => setTimeout(() => resolve(undefined), 500));
+  });
+}
 log(
-  `ready: pid ${process.pid}, serving ${subject} (queue evaluate), model ${model.provider}:${model.model} (scripted)${malformed ? ', MALFORMED verdicts' : ''}`,
+  `ready: pid ${process.pid}, pulling from ${stream}/${consumerName}, model ${model.provider}:${model.model} (scripted)${malformed ? ', MALFORMED verdicts' : ''}`,
 );
 
-for await (const message of subscription) {
+// One task at a time: pull one (it is ours until we ack it, or our lease runs out), answer it on
+// <prefix>.v1.reply.evaluate.<idempotencyKey>, then ack. A pull expires after 2 s when the queue
+// is empty, so a stop is seen promptly; a task that arrives after the stop is given back (nak).
+while (!stopping && consumer) {
+  const message = await consumer.next({ expires: 2_000 });
+  if (!message) continue;
+  if (stopping) {
+    message.nak();
+    break;
+  }
+  let task;
+  try {
+    task = JSON.parse(new TextDecoder().decode(message.data));
+  } catch {
+    task = undefined;
+  }
+  const key =
+    typeof task?.idempotencyKey === 'string' && /^[a-f0-9]{64}$/.test(task.idempotencyKey)
+      ? task.idempotencyKey
+      : undefined;
+  if (!key) {
+    // Nowhere to answer: the task leaves the queue for good.
+    log('a task without an idempotency key: terminated (nowhere to reply)');
+    message.term();
+    continue;
+  }
+  const progress = (state) =>
+    connection.publish(
+      `${prefix}.v1.progress.evaluate.${key}`,
+      JSON.stringify({
+        v: 1,
+        taskId: typeof task.taskId === 'string' && task.taskId ? task.taskId : 'unknown',
+        state,
+        delivery: message.info.deliveryCount,
+        queue_seq: message.info.streamSequence,
+        delivery_seq: message.info.deliverySequence,
+        worker,
+      }),
+    );
+  progress('taken');
   let reply = answer(message.data);
   if (!validReply(reply))
     reply = failure(
@@ -195,7 +240,9 @@ for await (const message of subscription) {
       `evaluate worker failed: its reply is invalid: ${explain(validReply.errors)}`,
     );
   if (!reply.ok) log(`rejected task ${reply.taskId}: ${reply.error.code}: ${reply.error.message}`);
-  if (message.reply) message.respond(JSON.stringify(reply));
+  // The reply is stored (the replies stream keeps it) before the task leaves the queue.
+  await js.publish(`${prefix}.v1.reply.evaluate.${key}`, JSON.stringify(reply));
+  message.ack();
 }
-await connection.closed();
-log('drained, exiting');
+await connection.drain();
+log('stopped, exiting');

@@ -26,7 +26,13 @@ export {
   type NatsAuth,
 } from './worker/worker-config.js';
 export { runWorker } from './worker/run-worker.js';
-export { createAgentHost, type AgentHost, type AgentHostOptions, type AgentHostEvents } from './host/agent-host.js';
+export {
+  createAgentHost,
+  defaultMaxWorkers,
+  type AgentHost,
+  type AgentHostOptions,
+  type AgentHostEvents,
+} from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
 export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './providers/model-spec.js';
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)

@@ -44,11 +44,29 @@ const topologyOptions = (command: Command) =>
       '--nats <url>',
       'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)',
     )
-    .option('--pool <n>', 'embedded: warm worker processes per role (default 1)')
+    .option('--pool <n>', 'embedded: idle worker processes kept ready per role (default 1)')
+    .option(
+      '--max-workers <n>',
+      'embedded: worker processes alive at once (default: 4 per core, within half the memory)',
+    )
     .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
     .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
-    .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
-    .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+    .option(
+      '--task-timeout <seconds>',
+      'how long a worker may work on one task before it is handed to another (default 300)',
+    )
+    .option(
+      '--worker-wait <seconds>',
+      "how long a task waits while no worker pulls from its role's queue before the run fails (default 30)",
+    )
+    .option(
+      '--queue-wait <seconds>',
+      'how long a task may wait in the queue while the workers are busy (default: no limit)',
+    )
+    .option(
+      '--task-lease <seconds>',
+      'how long a worker may go silent before its task is handed to another (default 30)',
+    )
     .option(
       '--credentials <file>',
       'with --nats: the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)',
@@ -91,7 +109,11 @@ modelOptions(
     .command('worker')
     .description('keep a warm pool of single-use agent worker processes connected to NATS')
     .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
-    .option('--pool <n>', 'warm worker processes per role (default 2)')
+    .option('--pool <n>', 'idle worker processes kept ready per role, within --max-workers (default 2)')
+    .option(
+      '--max-workers <n>',
+      'worker processes alive at once, whatever the load (default: 4 per core, within half the memory)',
+    )
     .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
     .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
     .option(
@@ -108,8 +130,19 @@ program
   .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
   .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
   .option('--id <name>', "this orchestrator's name; it resumes the unfinished runs it owns (default: the hostname)")
-  .option('--task-timeout <seconds>', 'how long one task may take before it is retried (default 300)')
-  .option('--worker-wait <seconds>', 'how long to wait for a role with no workers before failing (default 30)')
+  .option(
+    '--task-timeout <seconds>',
+    'how long a worker may work on one task before it is handed to another (default 300)',
+  )
+  .option(
+    '--worker-wait <seconds>',
+    "how long a task waits while no worker pulls from its role's queue before the run fails (default 30)",
+  )
+  .option(
+    '--queue-wait <seconds>',
+    'how long a task may wait in the queue while the workers are busy (default: no limit)',
+  )
+  .option('--task-lease <seconds>', 'how long a worker may go silent before its task is handed to another (default 30)')
   .option(
     '--replicas <n>',
     'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)',

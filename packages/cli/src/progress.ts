@@ -66,6 +66,26 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
           `polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`,
         );
         break;
+      case 'task.waiting':
+        write(
+          `  ${event.role}: waiting for a worker (${count(event.queued)} queued, ${event.pulling} pulling, ` +
+            `${event.in_flight} in flight; ${Math.round(event.waited_ms / 1000)} s so far)`,
+        );
+        break;
+      case 'task.taken':
+        if (event.delivery > 1)
+          write(`  ${event.role}: taken again by process ${event.worker.pid} (delivery ${event.delivery})`);
+        else if (event.queued_ms >= 1_000)
+          write(
+            `  ${event.role}: taken by process ${event.worker.pid} after ${Math.round(event.queued_ms / 1000)} s in the queue`,
+          );
+        break;
+      case 'task.released':
+        write(
+          `  ${event.role}: process ${event.worker.pid} gave the task back (${event.reason}); it goes to another worker`,
+        );
+        break;
+      case 'task.queued':
       case 'state.entered':
         break;
     }

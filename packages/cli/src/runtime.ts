@@ -1,10 +1,10 @@
-import { unavailable, type TaskRole } from '@polish/protocol';
+import { PolishError, unavailable, type TaskRole } from '@polish/protocol';
 import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/agents';
-import { createNatsDispatcher, type Dispatcher } from '@polish/orchestrator';
+import { createNatsDispatcher, ensureEventStream, openTaskQueue, type Dispatcher } from '@polish/orchestrator';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
 import { connectAs, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
 
@@ -19,10 +19,14 @@ export interface RuntimeOptions {
   /** The roles the embedded host serves (default: the polish loop's three). */
   roles?: readonly TaskRole[];
   pool?: number;
+  maxWorkers?: number;
   reuse?: number;
   stateDir?: string;
   taskTimeoutMs?: number;
   workerWaitMs?: number;
+  queueWaitMs?: number;
+  /** How long a worker may go silent before its task is handed to another (the queue's consumers). */
+  leaseMs?: number;
   log?: (line: string) => void;
 }
 
@@ -54,9 +58,24 @@ export function defaultStateDir(): string {
  * of worker processes. `close` stops whatever was started, in order.
  */
 export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
-  const dispatcherOptions = {
-    ...(options.taskTimeoutMs === undefined ? {} : { taskTimeoutMs: options.taskTimeoutMs }),
-    ...(options.workerWaitMs === undefined ? {} : { workerWaitMs: options.workerWaitMs }),
+  /** The task queue (created when missing) and a dispatcher on it. */
+  const dispatcherOn = async (connection: NatsConnection) => {
+    // The event stream too: the inspector only reads it, and a run's events stay replayable.
+    await ensureEventStream(connection);
+    const queue = await openTaskQueue(connection, {
+      ...(options.leaseMs === undefined ? {} : { leaseMs: options.leaseMs }),
+    }).catch((error: Error) => {
+      throw error instanceof PolishError
+        ? error
+        : unavailable(`cannot open the task queue (is JetStream enabled? nats-server -js): ${error.message}`);
+    });
+    return createNatsDispatcher({
+      connection,
+      queue,
+      ...(options.taskTimeoutMs === undefined ? {} : { taskTimeoutMs: options.taskTimeoutMs }),
+      ...(options.workerWaitMs === undefined ? {} : { workerWaitMs: options.workerWaitMs }),
+      ...(options.queueWaitMs === undefined ? {} : { queueWaitMs: options.queueWaitMs }),
+    });
   };
   if (options.natsUrl) {
     const connection = await connectAs(
@@ -64,14 +83,21 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       `polish-orchestrator-${process.pid}`,
       options.credentials?.orchestrator,
     );
+    const dispatcher = await dispatcherOn(connection).catch(async (error: unknown) => {
+      await connection.close();
+      throw error;
+    });
     return {
-      dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      dispatcher,
       connection,
       natsUrl: options.natsUrl,
       credentials: options.credentials,
       embedded: false,
       maxPayload: connection.info?.max_payload ?? 1024 * 1024,
-      close: () => connection.drain(),
+      close: async () => {
+        await dispatcher.close?.();
+        await connection.drain();
+      },
     };
   }
   if (!options.models) throw unavailable('an embedded run needs model settings for its workers');
@@ -93,7 +119,9 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     }
   };
   process.on('exit', killOnExit);
+  let dispatcher: Dispatcher | undefined;
   const close = async (closeOptions: { abandon?: boolean } = {}) => {
+    await dispatcher?.close?.();
     await connection?.drain().catch(() => undefined);
     // After a run has ended no task is in hand, so a worker that does not leave within 30 s is stuck.
     // Abandoned: a second for workers to stop what they started (a critique command), then killed.
@@ -107,10 +135,14 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     const credentials = generateCredentials();
     server = await startNatsServer({ storeDir, credentials });
     options.log?.(`polish: started nats-server (pid ${server.pid}) on ${server.url}`);
+    // The queue first, so the workers find their consumers as they start.
+    connection = await connectAs(server.url, `polish-orchestrator-${process.pid}`, credentials.orchestrator);
+    dispatcher = await dispatcherOn(connection);
     host = createAgentHost({
       natsUrl: server.url,
       roles: options.roles ?? ROLES,
       pool: options.pool ?? 1,
+      ...(options.maxWorkers === undefined ? {} : { maxWorkers: options.maxWorkers }),
       ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
       model: Object.values(options.models)[0] ?? { provider: 'none' },
       roleModels: options.models,
@@ -120,9 +152,8 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       throw unavailable(error.message);
     });
     options.log?.(`polish: ${host.workerPids().length} worker processes ready (one task each)`);
-    connection = await connectAs(server.url, `polish-orchestrator-${process.pid}`, credentials.orchestrator);
     return {
-      dispatcher: createNatsDispatcher({ connection, ...dispatcherOptions }),
+      dispatcher,
       connection,
       natsUrl: server.url,
       credentials,

@@ -109,18 +109,12 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
   });
   const host = options.host ?? '127.0.0.1';
   try {
+    // The event stream is made by the orchestrators (polish serve, polish run): the inspector
+    // only reads, so it waits for the stream to exist rather than making one of its own.
     const manager = await jetstreamManager(connection);
-    try {
-      await manager.streams.info(streamName);
-    } catch {
-      // Events carry payloads: bounded, a week and 1 GB at most.
-      await manager.streams.add({
-        name: streamName,
-        subjects: [subjects],
-        duplicate_window: 10 * 60 * 1_000_000_000,
-        max_age: 7 * 24 * 3600 * 1_000_000_000,
-        max_bytes: 1024 ** 3,
-      });
+    for (let told = false; !(await manager.streams.info(streamName).catch(() => undefined)); told = true) {
+      if (!told) log(`polish: waiting for the event stream ${streamName} (start polish serve, or a run with --nats)`);
+      await new Promise((resolve) => setTimeout(resolve, 500));
     }
     // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
     const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });

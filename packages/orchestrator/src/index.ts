@@ -6,15 +6,17 @@ export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from '.
 export { computeVerdict } from './polish/verdict.js';
 
 // Dispatch: how a task reaches a worker (in this process, or over NATS).
-export type { Dispatcher, DispatchOptions, DispatchOutcome } from './dispatch/dispatcher.js';
+export type { Dispatcher, DispatchOptions, DispatchOutcome, DispatchProgress } from './dispatch/dispatcher.js';
 export { createInProcessDispatcher, type TaskHandler } from './dispatch/in-process-dispatcher.js';
 export { createNatsDispatcher, type NatsDispatcherOptions } from './dispatch/nats-dispatcher.js';
+export { openTaskQueue, readQueueStats, type TaskQueue, type TaskQueueOptions } from './dispatch/task-queue.js';
 
 // Durable runs (DESIGN §6): the JetStream store, the run manager and the run service.
 export { openRunStore, type RunStore } from './durable/run-store.js';
 export { createRunManager, type RunManager } from './durable/run-manager.js';
 export { startRunService, createRunClient, type RunClient } from './durable/run-service.js';
 export { acquireOwnerLease } from './durable/owner-lease.js';
+export { ensureEventStream } from './streams.js';
 
 // Plan-act-reflect (DESIGN §2): the machine, running a task, its files and human gates.
 export { parMachine } from './par/par-machine.js';

@@ -81,6 +81,11 @@ export {
   RUN_SERVICE_NAME,
   RUN_OPERATIONS,
   taskSubject,
+  replySubject,
+  progressSubject,
+  crashSubject,
+  taskQueueNames,
+  maxDeliveriesAdvisory,
   eventsSubject,
   inspectSubject,
   runServiceSubject,
@@ -91,6 +96,14 @@ export {
   natsServers,
   type RunOperation,
 } from './subjects.js';
+export {
+  TaskProgressSchema,
+  CrashNoticeSchema,
+  QueueStatsSchema,
+  type TaskProgress,
+  type CrashNotice,
+  type QueueStats,
+} from './task-queue.js';
 export { PRINCIPALS, inboxPrefixOf, permissionsFor, type Principal, type Permissions } from './permissions.js';
 export { renderJsonSchemas } from './json-schemas.js';
 export {

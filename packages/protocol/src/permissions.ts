@@ -1,5 +1,12 @@
 import { TaskRoleSchema } from './roles.js';
-import { DEFAULT_SUBJECT_PREFIX, jetStreamApi, taskSubject, wireNames } from './subjects.js';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  jetStreamApi,
+  maxDeliveriesAdvisory,
+  progressSubject,
+  replySubject,
+  wireNames,
+} from './subjects.js';
 import type { TaskRole } from './roles.js';
 
 // Role isolation on the wire (DESIGN §5): every process connects as its own NATS user, and each
@@ -30,27 +37,48 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
   const inbox = `${inboxPrefixOf(principal)}.>`;
   const names = wireNames(prefix);
   if (isTaskRole(principal)) {
-    // A worker takes its role's tasks and answers them; its own inbox serves its warm-up. Nothing else.
-    return { publish: [inbox], subscribe: [taskSubject(principal, prefix), inbox], allowResponses: true };
+    // A worker pulls its role's tasks from its role's consumer, acks them, says it took one and
+    // publishes the answer; its own inbox serves its pulls, its publish acks and its warm-up.
+    // It cannot read another role's tasks, the stream's history, the runs or the events.
+    const consumer = names.taskConsumer(principal);
+    return {
+      publish: [
+        inbox,
+        jetStreamApi.consumerInfo(names.tasksStream, consumer),
+        jetStreamApi.consumerNext(names.tasksStream, consumer),
+        jetStreamApi.ack(names.tasksStream, consumer),
+        `${replySubject(principal, '>', prefix)}`,
+        `${progressSubject(principal, '>', prefix)}`,
+      ],
+      subscribe: [inbox],
+      allowResponses: false,
+    };
   }
   switch (principal) {
     case 'host':
-      // Answers WORKER_CRASHED for a worker that died holding a task: to the orchestrators' inboxes only.
-      return { publish: [`${inboxPrefixOf('orchestrator')}.>`], subscribe: [inbox], allowResponses: false };
+      // Reads how many tasks wait per role (to boot what is needed) and says when a worker died
+      // holding a task. It never answers a task, never takes one.
+      return {
+        publish: [inbox, jetStreamApi.consumerInfo(names.tasksStream), names.allCrashes],
+        subscribe: [inbox],
+        allowResponses: false,
+      };
     case 'inspector':
-      // Reads the event stream through its own consumers; creates the stream if it is missing.
+      // Reads the event stream through its own consumers; it never makes or changes a stream.
       return {
         publish: [
           inbox,
           jetStreamApi.info,
           jetStreamApi.streamInfo(names.events),
-          jetStreamApi.streamCreate(names.events),
           ...jetStreamApi.consumerCreate(names.events),
           jetStreamApi.consumerInfo(names.events),
           jetStreamApi.consumerDelete(names.events),
           jetStreamApi.consumerNext(names.events),
           jetStreamApi.ack(names.events),
           jetStreamApi.flowControl,
+          // The task queue's figures: waiting tasks, workers pulling, tasks in hand, the oldest's age.
+          jetStreamApi.consumerInfo(names.tasksStream),
+          jetStreamApi.messageGet(names.tasksStream),
         ],
         subscribe: [inbox],
         allowResponses: false,
@@ -75,7 +103,15 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
           names.runsBucketSubjects,
           names.artifactSubjects,
         ],
-        subscribe: [inbox, names.allRunService, names.allServiceDiscovery],
+        subscribe: [
+          inbox,
+          names.allRunService,
+          names.allServiceDiscovery,
+          names.allReplies,
+          names.allProgress,
+          names.allCrashes,
+          maxDeliveriesAdvisory(names.tasksStream),
+        ],
         allowResponses: true,
       };
   }

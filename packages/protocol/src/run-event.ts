@@ -36,6 +36,46 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     /** What the agent returned (for inspection), left out above EVENT_PAYLOAD_LIMIT bytes. */
     result: z.unknown().optional(),
     result_bytes: z.int().min(0).optional(),
+    /** Time the task waited in the queue for a worker, and the time its worker spent on it. */
+    queued_ms: z.number().min(0).optional(),
+    work_ms: z.number().min(0).optional(),
+  }),
+  // The task queue: a wave's task was queued, still waits (every few seconds), was taken, or was given back.
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('task.queued'),
+    role: TaskRoleSchema,
+    iteration: z.int().min(0),
+    /** Tasks of the role waiting before this one was queued. */
+    ahead: z.int().min(0),
+  }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('task.waiting'),
+    role: TaskRoleSchema,
+    iteration: z.int().min(0),
+    queued: z.int().min(0),
+    pulling: z.int().min(0),
+    in_flight: z.int().min(0),
+    waited_ms: z.number().min(0),
+  }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('task.taken'),
+    role: TaskRoleSchema,
+    iteration: z.int().min(0),
+    worker: WorkerInfoSchema,
+    delivery: z.int().min(1),
+    queued_ms: z.number().min(0),
+  }),
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('task.released'),
+    role: TaskRoleSchema,
+    iteration: z.int().min(0),
+    worker: WorkerInfoSchema,
+    delivery: z.int().min(1),
+    reason: z.string(),
   }),
   z.strictObject({
     ...eventFields,

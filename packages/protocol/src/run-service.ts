@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { RunResultSchema, RunStatusSchema } from './run-result.js';
 import { MAX_CAP } from './run-spec.js';
+import { QueueStatsSchema } from './task-queue.js';
 
 /** A run id: what KV keys and subjects allow. */
 export const RunIdSchema = z.string().regex(/^[A-Za-z0-9_-]{1,100}$/, 'a run id is 1-100 letters, digits, - or _');
@@ -31,7 +32,13 @@ export type RunSummary = z.infer<typeof RunSummarySchema>;
 
 /** Every reply of the run service. */
 export const RunServiceReplySchema = z.discriminatedUnion('ok', [
-  z.strictObject({ ok: z.literal(true), run: RunSummarySchema.optional(), runs: z.array(RunSummarySchema).optional() }),
+  z.strictObject({
+    ok: z.literal(true),
+    run: RunSummarySchema.optional(),
+    runs: z.array(RunSummarySchema).optional(),
+    /** `queues`: each role's task queue. */
+    queues: z.array(QueueStatsSchema).optional(),
+  }),
   z.strictObject({
     ok: z.literal(false),
     code: z.enum(['INVALID_INPUT', 'NOT_FOUND', 'CONFLICT', 'INTERNAL']),

@@ -12,14 +12,49 @@ export const DEFAULT_SUBJECT_PREFIX = 'polish';
 export const RUN_SERVICE_NAME = 'polish';
 
 /** The operations of the run service, each served on `polish.v1.run.<operation>`. */
-export const RUN_OPERATIONS = ['submit', 'status', 'list', 'cancel', 'extend', 'resume'] as const;
+export const RUN_OPERATIONS = ['submit', 'status', 'list', 'cancel', 'extend', 'resume', 'queues'] as const;
 export type RunOperation = (typeof RUN_OPERATIONS)[number];
 
 const rootOf = (prefix: string) => `${prefix}.v${PROTOCOL_VERSION}`;
 
-/** `polish.v1.task.<role>`: work for a role. */
+/** `polish.v1.task.<role>`: work for a role, kept in the task queue until a worker takes it. */
 export function taskSubject(role: TaskRole, prefix = DEFAULT_SUBJECT_PREFIX): string {
   return `${rootOf(prefix)}.task.${role}`;
+}
+
+/** `polish.v1.reply.<role>.<key>`: a worker's answer to the task whose idempotency key is `key` (kept in the replies stream). */
+export function replySubject(role: TaskRole, key: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
+  return `${rootOf(prefix)}.reply.${role}.${key}`;
+}
+
+/** `polish.v1.progress.<role>.<key>`: a worker took the task, or gave it back (not stored). */
+export function progressSubject(role: TaskRole, key: string, prefix = DEFAULT_SUBJECT_PREFIX): string {
+  return `${rootOf(prefix)}.progress.${role}.${key}`;
+}
+
+/** `polish.v1.crashed.<role>`: an agent host says a worker died holding a task of this role. */
+export function crashSubject(role: TaskRole, prefix = DEFAULT_SUBJECT_PREFIX): string {
+  return `${rootOf(prefix)}.crashed.${role}`;
+}
+
+/**
+ * The task queue (DESIGN §4): one JetStream work-queue stream holds every role's tasks, with one
+ * durable pull consumer per role; a second stream keeps the replies, so an orchestrator that
+ * was down finds the answers of tasks finished meanwhile.
+ */
+export function taskQueueNames(prefix = DEFAULT_SUBJECT_PREFIX) {
+  const upper = prefix.toUpperCase();
+  return {
+    tasksStream: `${upper}_TASKS`,
+    repliesStream: `${upper}_REPLIES`,
+    /** The durable pull consumer of a role: the role with `.` written `_` (`par.plan` → `par_plan`). */
+    taskConsumer: (role: TaskRole) => role.replace(/\./g, '_'),
+  };
+}
+
+/** JetStream's advisory when a task of the queue was delivered as often as its consumer allows. */
+export function maxDeliveriesAdvisory(stream: string): string {
+  return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`;
 }
 
 /** `polish.v1.events.<runId>`: a run's transitions and wave starts/ends (`*` for every run). */
@@ -70,6 +105,10 @@ export function wireNames(prefix = DEFAULT_SUBJECT_PREFIX) {
   return {
     ...stores,
     allTasks: `${root}.task.>`,
+    allReplies: `${root}.reply.>`,
+    allProgress: `${root}.progress.>`,
+    allCrashes: `${root}.crashed.>`,
+    ...taskQueueNames(prefix),
     allEvents: `${root}.events.>`,
     allInspect: `${root}.inspect.>`,
     allRunService: `${root}.run.>`,
@@ -89,7 +128,9 @@ export const jetStreamApi = {
   consumerInfo: (stream: string, consumer = '>') => `$JS.API.CONSUMER.INFO.${stream}.${consumer}`,
   consumerDelete: (stream: string) => `$JS.API.CONSUMER.DELETE.${stream}.>`,
   consumerNext: (stream: string, consumer = '>') => `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
-  ack: (stream = '>') => (stream === '>' ? '$JS.ACK.>' : `$JS.ACK.${stream}.>`),
+  messageGet: (stream: string) => `$JS.API.STREAM.MSG.GET.${stream}`,
+  ack: (stream = '>', consumer = '') =>
+    stream === '>' ? '$JS.ACK.>' : consumer ? `$JS.ACK.${stream}.${consumer}.>` : `$JS.ACK.${stream}.>`,
   flowControl: '$JS.FC.>',
 } as const;
 

@@ -9,13 +9,16 @@ const envelopeFields = {
   v: z.literal(PROTOCOL_VERSION),
   /** Opaque and random: it must not reveal the run or the iteration to the worker. */
   taskId: z.string().min(1),
-  /** 1 for the first dispatch of this task, 2 for its first retry, … */
+  /** 1 for the first dispatch of this task (a redelivery by the queue keeps it; its count is JetStream's). */
   attempt: z.int().min(1),
-  /** Epoch milliseconds after which the orchestrator no longer waits for the reply. */
+  /** Epoch milliseconds after which nobody waits for the reply any more; 0: no such bound. */
   deadline: z.int().min(0),
+  /** The most a worker may spend on the task once it has taken it (milliseconds). */
+  timeoutMs: z.int().min(1).optional(),
   /**
-   * Durable runs: SHA-256 of (run, wave, iteration, attempt), so a repeated delivery can be
-   * recognised. A hash, so it tells the worker nothing about the run or the iteration.
+   * A hash identifying the task (for durable runs: of run, wave, iteration and re-send), so a
+   * repeated delivery can be recognised; it tells the worker nothing about the run or the
+   * iteration. The reply goes to `polish.v1.reply.<role>.<idempotencyKey>`.
    */
   idempotencyKey: z
     .string()

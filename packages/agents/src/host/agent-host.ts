@@ -1,26 +1,31 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
-import { availableParallelism, hostname } from 'node:os';
-import { connect } from '@nats-io/transport-node';
+import { availableParallelism, hostname, totalmem } from 'node:os';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
 import {
   DEFAULT_SUBJECT_PREFIX,
   PROTOCOL_VERSION,
-  PolishError,
-  ZERO_USAGE,
-  type TaskRole,
+  crashSubject,
   natsServers,
+  taskQueueNames,
+  type CrashNotice,
+  type TaskRole,
 } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
+import { chooseBoots, type RoleLoad } from './pool-balance.js';
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
   natsUrl: string;
   roles: readonly TaskRole[];
-  /** Warm worker processes kept per role. Default 2. */
+  /** Idle worker processes kept ready per role, within `maxWorkers`. Default 2. */
   pool?: number;
+  /** Worker processes alive at once, whatever the load (booting, idle and busy). Default: {@link defaultMaxWorkers}. */
+  maxWorkers?: number;
   /** Tasks one process serves before it exits. Default 1: one task per process. */
   reuse?: number;
   prefix?: string;
@@ -29,8 +34,8 @@ export interface AgentHostOptions {
   /** Per-role models, e.g. an evaluator from another family than the reviser. */
   roleModels?: Partial<Record<TaskRole, ModelSettings>>;
   /**
-   * NATS users when the server enforces per-role permissions: the host's own (it only answers
-   * WORKER_CRASHED), and each role's, handed to that role's workers.
+   * NATS users when the server enforces per-role permissions: the host's own (it reads its
+   * roles' queue lengths and reports crashed workers), and each role's, handed to its workers.
    */
   auth?: { host: NatsAuth; roles: Partial<Record<TaskRole, NatsAuth>> };
   /** Extra environment for the workers (keys are read by workers from their environment). */
@@ -43,23 +48,44 @@ export interface AgentHostOptions {
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
 export interface AgentHostEvents {
-  /** The process runs and handles signals; it is not connected or subscribed yet. */
-  'worker.started': [{ pid: number; role: TaskRole }];
+  /** The process runs and handles signals; it is not connected or pulling yet. */
+  'worker.started': [{ pid: number; role: TaskRole; alive: number }];
   'worker.ready': [{ pid: number; role: TaskRole; bootMs: number }];
-  'task.taken': [{ pid: number; role: TaskRole; taskId: string }];
+  'task.taken': [
+    {
+      pid: number;
+      role: TaskRole;
+      taskId: string;
+      key: string;
+      queueSeq: number;
+      deliverySeq: number;
+      delivery: number;
+    },
+  ];
   'task.done': [{ pid: number; role: TaskRole; taskId: string; ok: boolean }];
   'worker.exited': [
-    { pid: number; role: TaskRole; code: number | null; signal: NodeJS.Signals | null; crashed: boolean },
+    {
+      pid: number;
+      role: TaskRole;
+      code: number | null;
+      signal: NodeJS.Signals | null;
+      crashed: boolean;
+      alive: number;
+    },
   ];
+  /** An idle worker was stopped so that a role with tasks waiting gets its place. */
+  'worker.retired': [{ pid: number; role: TaskRole; for: TaskRole }];
   'worker.failed': [{ role: TaskRole; message: string }];
 }
 
 /** A running agent host. */
 export interface AgentHost extends EventEmitter<AgentHostEvents> {
-  /** Resolves when every role's pool is full and subscribed. */
+  /** Resolves once the host has booted the idle workers it keeps (every role has one where the limit allows). */
   readonly ready: Promise<void>;
   /** Pids of the live worker processes. */
   workerPids(): number[];
+  /** The most worker processes that were alive at once so far. */
+  peakWorkers(): number;
   /**
    * Drains: no new workers, idle ones leave, tasks in hand finish; resolves when all have
    * exited. Workers still running after `graceMs` (default: drainTimeoutMs) are killed.
@@ -70,12 +96,23 @@ export interface AgentHost extends EventEmitter<AgentHostEvents> {
 interface WorkerSlot {
   child: ChildProcess;
   role: TaskRole;
-  ready: boolean;
-  /** Whether this worker's boot has been counted as finished (once, whichever comes first: ready or exit). */
+  phase: 'booting' | 'idle' | 'busy' | 'leaving';
+  /** Whether this worker's boot has been counted as finished (once: ready or exit). */
   bootCounted: boolean;
   tasksTaken: number;
-  /** The task in hand, and where its reply goes. */
-  held: { taskId: string; reply?: string } | undefined;
+  /** The task in hand, and how to give it back. */
+  held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
+}
+
+/** Memory one single-use worker process takes, measured (docs/benchmarks.md), with a margin. */
+const WORKER_MEMORY_BYTES = 96 * 1024 * 1024;
+
+/**
+ * The default `--max-workers`: four per core (a worker mostly waits on its model's API), and no
+ * more than half the memory can hold; at least 1.
+ */
+export function defaultMaxWorkers(): number {
+  return Math.max(1, Math.min(4 * availableParallelism(), Math.floor(totalmem() / 2 / WORKER_MEMORY_BYTES)));
 }
 
 /** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
@@ -85,23 +122,30 @@ function workerEntry(): string {
 }
 
 /**
- * Keeps a warm pool of single-use worker processes per role: `pool` processes per role that
- * can still take a task. The host subscribes to nothing itself: each worker connects to NATS,
- * takes its task(s), replies and exits. A replacement is spawned as soon as a worker takes its
- * last task (not when it exits), so the pool stays warm. A worker that dies holding a task is
- * replaced too, and the host answers that task WORKER_CRASHED (retryable), so the dispatcher
- * sends it again at once instead of waiting out its timeout.
+ * Keeps worker processes for its roles, never more than `maxWorkers` at once. Each worker pulls
+ * one task from its role's queue when it has none, so the host takes only what it has processes
+ * for, and a burst waits in the queue, in order. The host keeps `pool` idle workers per role
+ * where the limit allows, spawns a replacement as soon as a worker takes its last task, and when
+ * a role has tasks waiting but no worker while the limit is reached, stops an idle worker of a
+ * role with nothing waiting to make room. It subscribes to nothing itself; when a worker dies
+ * holding a task it says so on `polish.v1.crashed.<role>`, so the task is handed out again at
+ * once instead of after its lease.
  */
 export function createAgentHost(options: AgentHostOptions): AgentHost {
   const pool = options.pool ?? 2;
+  const maxWorkers = options.maxWorkers ?? defaultMaxWorkers();
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
+  const names = taskQueueNames(prefix);
   const entry = workerEntry();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
   const slots = new Map<number, WorkerSlot>();
+  const queued = new Map<TaskRole, number>();
   let stopping = false;
   let bootFailures = 0;
+  let booting = 0;
+  let peak = 0;
   let markReady: () => void = () => undefined;
   let markFailed: (error: Error) => void = () => undefined;
   const ready = new Promise<void>((resolve, reject) => {
@@ -111,57 +155,78 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // A host that never becomes ready must not leave an unhandled rejection behind.
   ready.catch(() => undefined);
 
-  const available = (role: TaskRole) =>
-    [...slots.values()].filter((slot) => slot.role === role && slot.tasksTaken < reuse);
-  const checkReady = () => {
-    if (options.roles.every((role) => available(role).filter((slot) => slot.ready).length >= pool)) markReady();
-  };
-  // Boots are queued and started `bootConcurrency` at a time, so a burst of replacements does
-  // not take every core from the workers that are answering tasks right now.
-  const queued: TaskRole[] = [];
-  let booting = 0;
-  const bootNext = () => {
-    while (!stopping && booting < bootConcurrency && queued.length > 0) {
-      booting += 1;
-      spawnWorker(queued.shift() as TaskRole);
-    }
-  };
-  const replenish = (role: TaskRole) => {
+  const loads = (): RoleLoad[] =>
+    options.roles.map((role) => {
+      const mine = [...slots.values()].filter((slot) => slot.role === role);
+      return {
+        role,
+        idle: mine.filter((slot) => slot.phase === 'idle').length,
+        booting: mine.filter((slot) => slot.phase === 'booting').length,
+        queued: queued.get(role) ?? 0,
+      };
+    });
+
+  /** Boots what the roles need within the limits, or makes room for a role with tasks and no worker. */
+  const balance = () => {
     if (stopping) return;
-    const wanted = pool - available(role).length - queued.filter((entry) => entry === role).length;
-    for (let index = 0; index < wanted; index += 1) queued.push(role);
-    bootNext();
-  };
-  const booted = (slot: WorkerSlot) => {
-    if (slot.bootCounted) return;
-    slot.bootCounted = true;
-    booting -= 1;
-    bootNext();
+    const plan = chooseBoots(loads(), { pool, free: maxWorkers - slots.size, bootSlots: bootConcurrency - booting });
+    for (const role of plan.boot) spawnWorker(role);
+    // One at a time: the place of a worker that is leaving is not free yet, but it is spoken for.
+    const leaving = [...slots.values()].some((slot) => slot.phase === 'leaving');
+    if (plan.retire && !leaving) {
+      const victim = [...slots.values()].find((slot) => slot.role === plan.retire?.from && slot.phase === 'idle');
+      if (victim) {
+        victim.phase = 'leaving';
+        host.emit('worker.retired', { pid: victim.child.pid as number, role: victim.role, for: plan.retire.to });
+        victim.child.kill('SIGTERM');
+      }
+    }
+    if (plan.boot.length === 0 && booting === 0 && plan.settled) markReady();
   };
 
-  // The host's own connection publishes only WORKER_CRASHED replies; it subscribes to nothing.
-  const connection = connect({
+  // The host's own connection: it reads its roles' queue lengths and reports crashes. Nothing else.
+  const connection: Promise<NatsConnection> = connect({
     servers: natsServers(options.natsUrl),
     name: `polish-host-${process.pid}`,
     ...options.auth?.host,
   });
   connection.catch(() => undefined);
+  const watchQueues = async () => {
+    const manager = await jetstreamManager(await connection);
+    while (!stopping) {
+      for (const role of options.roles) {
+        const info = await manager.consumers.info(names.tasksStream, names.taskConsumer(role)).catch(() => undefined);
+        queued.set(role, info?.num_pending ?? 0);
+      }
+      balance();
+      await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
+    }
+  };
+  void watchQueues().catch(() => undefined);
+
   const reportCrash = async (slot: WorkerSlot, pid: number, how: string) => {
-    if (!slot.held?.reply) return;
-    const error = new PolishError('WORKER_CRASHED', `${slot.role} worker ${pid} died holding the task (${how})`);
-    const reply = {
+    if (!slot.held) return;
+    const notice: CrashNotice = {
       v: PROTOCOL_VERSION,
+      role: slot.role,
+      key: slot.held.key,
       taskId: slot.held.taskId,
-      ok: false,
-      error: error.toWire(),
-      usage: ZERO_USAGE,
+      delivery: slot.held.delivery,
       worker: { pid, hostname: hostname() },
+      reason: how,
+      ack: slot.held.ack,
     };
     try {
-      (await connection).publish(slot.held.reply, JSON.stringify(reply));
+      (await connection).publish(crashSubject(slot.role, prefix), JSON.stringify(notice));
     } catch {
-      // NATS is unreachable: the dispatcher's timeout covers this task.
+      // NATS is unreachable: the task's lease runs out and the queue hands it out again.
     }
+  };
+
+  const booted = (slot: WorkerSlot) => {
+    if (slot.bootCounted) return;
+    slot.bootCounted = true;
+    booting -= 1;
   };
 
   const spawnWorker = (role: TaskRole) => {
@@ -175,6 +240,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...(auth ? { auth } : {}),
     };
     const started = performance.now();
+    booting += 1;
     const child = fork(entry, [], {
       env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
@@ -182,36 +248,47 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       // A worker whose host dies sees the IPC channel close and drains by itself.
       detached: true,
     });
-    const slot: WorkerSlot = { child, role, ready: false, bootCounted: false, tasksTaken: 0, held: undefined };
+    const slot: WorkerSlot = { child, role, phase: 'booting', bootCounted: false, tasksTaken: 0, held: undefined };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
       child.once('error', (error) =>
         host.emit('worker.failed', { role, message: `cannot start a ${role} worker: ${error.message}` }),
       );
       booted(slot);
-      if ((bootFailures += 1) <= pool * options.roles.length * 3) setTimeout(() => replenish(role), 1_000).unref();
+      if ((bootFailures += 1) <= 3 * maxWorkers) setTimeout(balance, 1_000).unref();
       return;
     }
     const pid = child.pid;
     slots.set(pid, slot);
+    peak = Math.max(peak, slots.size);
     child.on('error', () => undefined); // exit follows; a failed kill() on a gone process is not news
     child.on('message', (notice: WorkerNotice) => {
       if (notice.type === 'started') {
-        host.emit('worker.started', { pid, role });
+        host.emit('worker.started', { pid, role, alive: slots.size });
       } else if (notice.type === 'ready') {
-        slot.ready = true;
+        if (slot.phase === 'booting') slot.phase = 'idle';
         booted(slot);
         bootFailures = 0;
         host.emit('worker.ready', { pid, role, bootMs: performance.now() - started });
-        checkReady();
+        balance();
       } else if (notice.type === 'task.taken') {
         slot.tasksTaken += 1;
-        slot.held = { taskId: notice.taskId, ...(notice.reply ? { reply: notice.reply } : {}) };
-        host.emit('task.taken', { pid, role, taskId: notice.taskId });
-        // Replace it now, not when it exits: with a real model the successor is warm long before this task ends.
-        replenish(role);
+        slot.phase = 'busy';
+        slot.held = { taskId: notice.taskId, key: notice.key, ack: notice.ack, delivery: notice.delivery };
+        host.emit('task.taken', {
+          pid,
+          role,
+          taskId: notice.taskId,
+          key: notice.key,
+          queueSeq: notice.queueSeq,
+          deliverySeq: notice.deliverySeq,
+          delivery: notice.delivery,
+        });
+        // Replace it now, not when it exits: the successor is warm long before this task ends.
+        balance();
       } else {
         slot.held = undefined;
+        if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
       }
     });
@@ -220,23 +297,24 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       booted(slot);
       const crashed = code !== 0;
       if (crashed) void reportCrash(slot, pid, signal ?? `exit code ${code}`);
-      host.emit('worker.exited', { pid, role, code, signal, crashed });
+      host.emit('worker.exited', { pid, role, code, signal, crashed, alive: slots.size });
       if (stopping) return;
       // A worker that cannot even start (bad settings, NATS unreachable) must not respawn forever.
-      if (!slot.ready && (bootFailures += 1) > pool * options.roles.length * 3) {
+      if (slot.phase === 'booting' && (bootFailures += 1) > 3 * Math.max(pool, 1) * options.roles.length) {
         stopping = true;
         const message = `${role} workers keep failing to start (exit code ${code}); see their output above`;
         host.emit('worker.failed', { role, message });
         markFailed(new Error(message));
         return;
       }
-      replenish(role);
+      balance();
     });
   };
 
-  for (const role of options.roles) replenish(role);
+  balance();
 
   host.workerPids = () => [...slots.keys()];
+  host.peakWorkers = () => peak;
   Object.defineProperty(host, 'ready', { value: ready });
   host.stop = async (stopOptions = {}) => {
     stopping = true;

@@ -1,139 +1,63 @@
-import { connect, type Msg, type MsgHdrs } from '@nats-io/transport-node';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, propagation, trace, type TextMapGetter } from '@opentelemetry/api';
-import {
-  PROTOCOL_VERSION,
-  PolishError,
-  ZERO_USAGE,
-  taskSubject,
-  type TaskReply,
-  type TaskRole,
-  type WorkerInfo,
-  natsServers,
-} from '@polish/protocol';
-import { handleTask, currentWorker } from '../handle-task.js';
+import { setTimeout as delay } from 'node:timers/promises';
+import { connect } from '@nats-io/transport-node';
+import { jetstream, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import { natsServers, taskQueueNames } from '@polish/protocol';
+import { currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
-import type { ModelProvider } from '../providers/model-provider.js';
 import type { WorkerConfig, WorkerNotice } from './worker-config.js';
 import { warmUp } from './warm-up.js';
+import { serveTask } from './serve-task.js';
 
-/** Grace for clock skew between the orchestrator's machine and this one. */
-const DEADLINE_GRACE_MS = 1_000;
+/** An idle worker's pull request lasts this long; stopping waits for it at most this long. */
+const PULL_EXPIRES_MS = 2_000;
 
 /**
- * Past the task's deadline the orchestrator has stopped waiting (and sent the task again):
- * answer TIMEOUT and let this single-use process end, which also ends the model call in flight
- * instead of paying for an answer nobody reads.
+ * The role's consumer on the task queue. Until an orchestrator has created it (a worker may
+ * start first), waits and asks again, saying so once; a stop ends the wait.
  */
-function withinDeadline(
-  handling: Promise<TaskReply>,
-  raw: unknown,
-  taskId: string,
-  worker: WorkerInfo,
-): Promise<TaskReply> {
-  const deadline = Number((raw as { deadline?: unknown } | null)?.deadline);
-  if (!Number.isFinite(deadline) || deadline <= 0) return handling;
-  let timer: NodeJS.Timeout | undefined;
-  const expired = new Promise<TaskReply>((resolve) => {
-    timer = setTimeout(
-      () => {
-        const error = new PolishError(
-          'TIMEOUT',
-          'the task passed its deadline in the worker; its answer would not be read',
+async function openConsumer(
+  js: JetStreamClient,
+  config: WorkerConfig,
+  stop: AbortSignal,
+): Promise<Consumer | undefined> {
+  const names = taskQueueNames(config.prefix);
+  for (let waited = false; !stop.aborted; waited = true) {
+    try {
+      return await js.consumers.get(names.tasksStream, names.taskConsumer(config.role));
+    } catch (error) {
+      if (!/not found/i.test(String((error as Error).message))) throw error;
+      if (!waited)
+        process.stderr.write(
+          `polish worker ${process.pid}: waiting for the ${config.role} task queue (no orchestrator has created it yet)\n`,
         );
-        resolve({ v: PROTOCOL_VERSION, taskId, ok: false, error: error.toWire(), usage: ZERO_USAGE, worker });
-      },
-      Math.max(0, deadline + DEADLINE_GRACE_MS - Date.now()),
-    );
-  });
-  return Promise.race([handling, expired]).finally(() => clearTimeout(timer));
+      await delay(1_000, undefined, { signal: stop }).catch(() => undefined);
+    }
+  }
+  return undefined;
 }
-
-/** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
-const tracer = trace.getTracer('@polish/agents');
-
-/** Reads the trace context (`traceparent`) the orchestrator put in the message headers. */
-const headerGetter: TextMapGetter<MsgHdrs | undefined> = {
-  get: (headers, key) => headers?.get(key) || undefined,
-  keys: (headers) => headers?.keys() ?? [],
-};
 
 /**
- * Answers one task message inside a `polish.task <role>` span, a child of the orchestrator's
- * wave span when the message carries its trace context; the model-call spans of the handler
- * nest under it through the active context. Never throws (failures become error replies).
+ * Waits for one task: pulls one message at a time (the queue hands a worker only what it asks
+ * for), until one comes or the worker is told to stop. A task that arrives for a pull made
+ * before the stop is given back at once, never dropped.
  */
-function serve(
-  message: Msg,
-  role: TaskRole,
-  model: ModelProvider,
-  worker: WorkerInfo,
-  notify: (notice: WorkerNotice) => Promise<void>,
-) {
-  const parent = propagation.extract(ROOT_CONTEXT, message.headers, headerGetter);
-  const attributes = {
-    'polish.role': role,
-    'messaging.system': 'nats',
-    'messaging.destination.name': message.subject,
-    'process.pid': worker.pid,
-  };
-  return tracer.startActiveSpan(
-    `polish.task ${role}`,
-    { kind: SpanKind.CONSUMER, attributes },
-    parent,
-    async (span) => {
-      try {
-        const reply = await answer(message, model, worker, notify);
-        if (reply) {
-          span.setAttributes({ 'polish.task_id': reply.taskId, 'polish.ok': reply.ok });
-          if (!reply.ok) {
-            span.setAttribute('error.type', reply.error.code);
-            span.setStatus({ code: SpanStatusCode.ERROR, message: reply.error.code });
-          }
-        }
-      } finally {
-        span.end();
-      }
-    },
-  );
-}
-
-/** Answers one task message and returns the reply sent; never throws (failures become error replies). */
-async function answer(
-  message: Msg,
-  model: ModelProvider,
-  worker: WorkerInfo,
-  notify: (notice: WorkerNotice) => Promise<void>,
-): Promise<TaskReply | undefined> {
-  let raw: unknown;
-  try {
-    raw = message.json();
-  } catch {
-    const error = new PolishError('INVALID_INPUT', 'task rejected before any model call: the message is not JSON');
-    const reply: TaskReply = {
-      v: PROTOCOL_VERSION,
-      taskId: 'unknown',
-      ok: false,
-      error: error.toWire(),
-      usage: ZERO_USAGE,
-      worker,
-    };
-    message.respond(JSON.stringify(reply));
-    return reply;
+async function nextTask(consumer: Consumer, stop: AbortSignal): Promise<JsMsg | undefined> {
+  while (!stop.aborted) {
+    const message = await consumer.next({ expires: PULL_EXPIRES_MS });
+    if (!message) continue;
+    if (stop.aborted) {
+      message.nak();
+      return undefined;
+    }
+    return message;
   }
-  const taskId = String((raw as { taskId?: unknown } | null)?.taskId ?? 'unknown');
-  // The host learns where the reply goes, so it can answer WORKER_CRASHED if this process dies.
-  await notify({ type: 'task.taken', taskId, ...(message.reply ? { reply: message.reply } : {}) });
-  const reply = await withinDeadline(handleTask(raw, model, worker), raw, taskId, worker);
-  message.respond(JSON.stringify(reply));
-  await notify({ type: 'task.done', taskId, ok: reply.ok });
-  return reply;
+  return undefined;
 }
 
 /**
  * One worker process's life: connect, warm up, then take at most `reuse` tasks of one role
- * from the role's queue group, one at a time (each subscription has `max: 1`, so the server
- * never hands a busy worker a second task), answer each, then drain and return. `stop` ends it
- * early the same way: no new task, the one in hand finishes and is answered.
+ * from the task queue, one at a time (it pulls one only when it has none), answer each, then
+ * drain and return. `stop` ends it early the same way: no new task, the one in hand finishes.
  */
 export async function runWorker(
   config: WorkerConfig,
@@ -148,15 +72,27 @@ export async function runWorker(
     ...config.auth,
   });
   await warmUp(config.role, connection, config.auth?.inboxPrefix);
-  for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
-    const subscription = connection.subscribe(taskSubject(config.role, config.prefix), { queue: config.role, max: 1 });
-    // drain() rejects once the subscription has already closed (its one message taken): nothing to stop then.
-    const onStop = () => void subscription.drain().catch(() => undefined);
-    stop.addEventListener('abort', onStop, { once: true });
-    await connection.flush();
-    if (served === 0) await notify({ type: 'ready' });
-    for await (const message of subscription) await serve(message, config.role, model, worker, notify);
-    stop.removeEventListener('abort', onStop);
+  // Ready once warm: a worker started before any orchestrator waits for its queue to appear.
+  await notify({ type: 'ready' });
+  const js = jetstream(connection);
+  const consumer = await openConsumer(js, config, stop);
+  if (consumer) {
+    const { config: consumerConfig } = await consumer.info(true);
+    const context = {
+      role: config.role,
+      prefix: config.prefix,
+      model,
+      worker,
+      connection,
+      js,
+      leaseMs: Math.round((consumerConfig.ack_wait ?? 30_000_000_000) / 1_000_000),
+      notify,
+    };
+    for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
+      const message = await nextTask(consumer, stop);
+      if (!message) break;
+      await serveTask(message, context);
+    }
   }
   await connection.drain();
 }

@@ -30,5 +30,14 @@ export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 export type WorkerNotice =
   | { type: 'started' }
   | { type: 'ready' }
-  | { type: 'task.taken'; taskId: string; reply?: string }
+  /** `ack`: the delivery's ack subject, so the host can have the task handed out again if this process dies. */
+  | {
+      type: 'task.taken';
+      taskId: string;
+      key: string;
+      ack: string;
+      delivery: number;
+      queueSeq: number;
+      deliverySeq: number;
+    }
   | { type: 'task.done'; taskId: string; ok: boolean };

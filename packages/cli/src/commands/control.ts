@@ -1,6 +1,6 @@
 import { unavailable, invalidInput } from '@polish/protocol';
 import { createRunClient, type RunClient } from '@polish/orchestrator';
-import type { RunSummary } from '@polish/protocol';
+import type { QueueStats, RunSummary } from '@polish/protocol';
 import { connectAs, readCredentials } from '../nats-auth.js';
 import { parseWholeNumber } from '../numbers.js';
 
@@ -30,6 +30,11 @@ async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Pr
   }
 }
 
+const queueLine = (queue: QueueStats) =>
+  `${queue.role.padEnd(12)} ${String(queue.queued).padStart(5)} queued` +
+  `${queue.oldest_ms === null ? '' : ` (oldest ${Math.round(queue.oldest_ms / 1000)} s)`}, ` +
+  `${queue.pulling} worker${queue.pulling === 1 ? '' : 's'} pulling, ${queue.in_flight} in flight`;
+
 const line = (run: RunSummary) =>
   `${run.runId}  ${run.status.padEnd(11)} ${run.state.padEnd(10)} iteration ${run.iteration}/${run.cap}  owner ${run.owner}` +
   `${run.problem ? `\n  problem: ${run.problem}` : ''}`;
@@ -51,7 +56,16 @@ export async function controlCommand(
   if (operation === 'extend' && cap === undefined)
     throw invalidInput('cap', 'required: polish extend <runId> --cap N (up to 8)');
   return withClient(flags, async (client) => {
-    if (operation === 'list' || (operation === 'status' && !runId)) print(flags, await client.list());
+    if (operation === 'status' && !runId) {
+      // The whole picture: every run, and each role's task queue.
+      const [runs, queues] = await Promise.all([client.list(), client.queues()]);
+      if (flags.json) process.stdout.write(`${JSON.stringify({ runs, queues }, null, 2)}\n`);
+      else {
+        print(flags, runs);
+        process.stdout.write('task queues:\n');
+        for (const queue of queues) process.stdout.write(`  ${queueLine(queue)}\n`);
+      }
+    } else if (operation === 'list') print(flags, await client.list());
     else if (operation === 'status') print(flags, await client.status(runId as string));
     else if (operation === 'cancel') print(flags, await client.cancel(runId as string));
     else if (operation === 'resume') print(flags, await client.resume(runId as string));

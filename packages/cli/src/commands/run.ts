@@ -25,10 +25,13 @@ import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 export interface TopologyFlags {
   nats?: string;
   pool?: string;
+  maxWorkers?: string;
   reuse?: string;
   stateDir?: string;
   taskTimeout?: string;
   workerWait?: string;
+  queueWait?: string;
+  taskLease?: string;
   /** A credentials file from `polish nats-config` (or POLISH_NATS_CREDENTIALS), for a NATS that enforces per-role users. */
   credentials?: string;
 }
@@ -47,22 +50,28 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 export function readTopology(flags: TopologyFlags): RuntimeOptions {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   const pool = parseWholeNumber('pool', flags.pool, 1, 64);
+  const maxWorkers = parseWholeNumber('max-workers', flags.maxWorkers, 1, 4096);
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000);
-  if (natsUrl && (pool !== undefined || reuse !== undefined || flags.stateDir)) {
+  if (natsUrl && (pool !== undefined || maxWorkers !== undefined || reuse !== undefined || flags.stateDir)) {
     log(
-      'polish: note: --pool, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`',
+      'polish: note: --pool, --max-workers, --reuse and --state-dir apply to embedded runs; with --nats the workers are started by `polish worker`',
     );
   }
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
+  const queueWaitMs = parseSeconds('queue-wait', flags.queueWait);
+  const leaseMs = parseSeconds('task-lease', flags.taskLease);
   return {
     ...(natsUrl ? { natsUrl } : {}),
     ...(pool === undefined ? {} : { pool }),
+    ...(maxWorkers === undefined ? {} : { maxWorkers }),
     ...(reuse === undefined ? {} : { reuse }),
     ...(flags.stateDir ? { stateDir: flags.stateDir } : {}),
     ...(taskTimeoutMs === undefined ? {} : { taskTimeoutMs }),
     ...(workerWaitMs === undefined ? {} : { workerWaitMs }),
+    ...(queueWaitMs === undefined ? {} : { queueWaitMs }),
+    ...(leaseMs === undefined ? {} : { leaseMs }),
     ...(natsUrl && credentials ? { credentials } : {}),
     log,
   };

@@ -1,4 +1,4 @@
-import { invalidInput, unavailable, wireNames } from '@polish/protocol';
+import { PolishError, invalidInput, unavailable, wireNames } from '@polish/protocol';
 import { hostname } from 'node:os';
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
@@ -6,6 +6,7 @@ import {
   createNatsDispatcher,
   createRunManager,
   openRunStore,
+  openTaskQueue,
   startRunService,
 } from '@polish/orchestrator';
 import { connectAs, readCredentials } from '../nats-auth.js';
@@ -20,6 +21,8 @@ export interface ServeFlags {
   id?: string;
   taskTimeout?: string;
   workerWait?: string;
+  queueWait?: string;
+  taskLease?: string;
   replicas?: string;
 }
 
@@ -37,6 +40,8 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   if (!/^[A-Za-z0-9_.-]{1,100}$/.test(owner)) throw invalidInput('id', 'letters, digits, ., - or _ (1-100)');
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
+  const queueWaitMs = parseSeconds('queue-wait', flags.queueWait);
+  const leaseMs = parseSeconds('task-lease', flags.taskLease);
   const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
   // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
   // learns the other servers from the one it reached, and moves to one of them if it goes.
@@ -47,7 +52,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   });
   void logConnectionChanges(connection);
   try {
-    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs, replicas });
+    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs, queueWaitMs, leaseMs, replicas });
   } catch (error) {
     // Leave nothing open on the way out: an open connection would keep the process alive.
     await connection.close().catch(() => undefined);
@@ -67,12 +72,15 @@ async function serveOn(
   connection: NatsConnection,
   natsUrl: string,
   owner: string,
-  {
-    taskTimeoutMs,
-    workerWaitMs,
-    replicas,
-  }: { taskTimeoutMs: number | undefined; workerWaitMs: number | undefined; replicas: number },
+  settings: {
+    taskTimeoutMs: number | undefined;
+    workerWaitMs: number | undefined;
+    queueWaitMs: number | undefined;
+    leaseMs: number | undefined;
+    replicas: number;
+  },
 ): Promise<number> {
+  const { taskTimeoutMs, workerWaitMs, queueWaitMs, leaseMs, replicas } = settings;
   const store = await openRunStore(connection, undefined, { replicas }).catch((error: Error) => {
     const hint =
       replicas > 1
@@ -84,10 +92,19 @@ async function serveOn(
   const lease = await acquireOwnerLease(store, owner, log).catch((error: Error) => {
     throw unavailable(error.message);
   });
+  const queue = await openTaskQueue(connection, { replicas, ...(leaseMs === undefined ? {} : { leaseMs }) }).catch(
+    (error: Error) => {
+      throw error instanceof PolishError
+        ? error
+        : unavailable(`cannot open the task queue on ${natsUrl}: ${error.message}`);
+    },
+  );
   const dispatcher = createNatsDispatcher({
     connection,
+    queue,
     ...(taskTimeoutMs === undefined ? {} : { taskTimeoutMs }),
     ...(workerWaitMs === undefined ? {} : { workerWaitMs }),
+    ...(queueWaitMs === undefined ? {} : { queueWaitMs }),
   });
   const manager = createRunManager({
     store,
@@ -107,7 +124,7 @@ async function serveOn(
   const { resumed, refused } = await manager.resumeOwned();
   if (resumed.length) log(`polish serve: resumed ${resumed.length} unfinished run(s): ${resumed.join(', ')}`);
   for (const { runId, problem } of refused) log(`polish serve: cannot resume ${runId}: ${problem}`);
-  const service = await startRunService(connection, manager, store);
+  const service = await startRunService(connection, manager, store, { queues: () => queue.stats() });
   log(
     `polish serve: orchestrator "${owner}" on ${natsUrl}${replicas > 1 ? ` (JetStream replicas ${replicas})` : ''}, run service ready (${wireNames().allRunService})`,
   );
@@ -119,6 +136,7 @@ async function serveOn(
   log(`polish serve: ${signal}: stopping; unfinished runs stay resumable`);
   await service.stop();
   await manager.close();
+  await dispatcher.close?.();
   await lease.release();
   await connection.drain();
   // Work of stopped runs may still be settling (a late answer, a save that can no longer

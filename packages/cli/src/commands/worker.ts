@@ -1,4 +1,4 @@
-import { createAgentHost } from '@polish/agents';
+import { createAgentHost, defaultMaxWorkers } from '@polish/agents';
 import { unavailable, invalidInput, TaskRoleSchema, type TaskRole } from '@polish/protocol';
 import { hostAuthOf, readCredentials } from '../nats-auth.js';
 import { describeModels, resolveModels, type ModelFlags } from '../models.js';
@@ -8,6 +8,7 @@ import { parseWholeNumber } from '../numbers.js';
 export interface WorkerFlags extends ModelFlags {
   roles: string;
   pool?: string;
+  maxWorkers?: string;
   reuse?: string;
   nats?: string;
   credentials?: string;
@@ -30,12 +31,14 @@ function parseRoles(raw: string): TaskRole[] {
 }
 
 /**
- * `polish worker`: an agent host keeping a warm pool of single-use worker processes per role.
- * SIGTERM/SIGINT drain it: no new tasks, tasks in hand finish, then it exits 0.
+ * `polish worker`: an agent host of single-use worker processes, at most `--max-workers` at once,
+ * each pulling one task from its role's queue. SIGTERM/SIGINT drain it: no new tasks, tasks in
+ * hand finish, then it exits 0.
  */
 export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const roles = parseRoles(flags.roles);
   const pool = parseWholeNumber('pool', flags.pool, 1, 64) ?? 2;
+  const maxWorkers = parseWholeNumber('max-workers', flags.maxWorkers, 1, 4096) ?? defaultMaxWorkers();
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
@@ -46,21 +49,32 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     natsUrl,
     roles,
     pool,
+    maxWorkers,
     reuse,
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
     roleModels: models.byRole,
     ...(credentials ? { auth: hostAuthOf(credentials, roles) } : {}),
   });
   host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
-  host.on('task.taken', ({ pid, role, taskId }) => log(`worker ${pid} (${role}) took task ${taskId}`));
+  host.on('worker.started', ({ pid, role, alive }) => log(`worker ${pid} (${role}) started; ${alive} alive`));
+  host.on('task.taken', ({ pid, role, taskId, key, queueSeq, deliverySeq, delivery }) =>
+    log(
+      `worker ${pid} (${role}) took task ${taskId} key ${key.slice(0, 16)} (queue #${queueSeq}, handed out #${deliverySeq}` +
+        `${delivery > 1 ? `, delivery ${delivery}` : ''})`,
+    ),
+  );
+  host.on('worker.retired', ({ pid, role, for: needy }) =>
+    log(`worker ${pid} (${role}) retired: idle, and ${needy} tasks wait with no worker`),
+  );
   host.on('task.done', ({ pid, role, taskId, ok }) =>
     log(`worker ${pid} (${role}) answered task ${taskId} (${ok ? 'ok' : 'error'})`),
   );
-  host.on('worker.exited', ({ pid, role, code, signal, crashed }) => {
+  host.on('worker.exited', ({ pid, role, code, signal, crashed, alive }) => {
     if (crashed) log(`worker ${pid} (${role}) died (${signal ?? `exit code ${code}`}); replacing it`);
+    else log(`worker ${pid} (${role}) exited; ${alive} alive`);
   });
   log(
-    `polish worker: roles ${roles.join(',')}, pool ${pool} per role, ` +
+    `polish worker: roles ${roles.join(',')}, pool ${pool} per role, at most ${maxWorkers} worker processes, ` +
       `${reuse === 1 ? 'one task per process' : `up to ${reuse} tasks per process (weaker isolation)`}, NATS ${natsUrl}`,
   );
   const stopped = new Promise<string>((resolve) => {

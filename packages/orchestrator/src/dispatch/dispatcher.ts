@@ -6,26 +6,38 @@ export interface DispatchOutcome {
   usage: Usage;
   model: ModelInfo;
   worker: WorkerInfo;
-  /** Dispatches this answer took: 1 unless the task was retried. */
+  /** Deliveries this answer took: 1 unless the task was handed out again (a worker died, timed out). */
   attempts: number;
+  /** Time the task waited for a worker, and the time its worker spent on it (when known). */
+  queuedMs?: number;
+  workMs?: number;
 }
+
+/** How a task is getting on before its answer: for progress lines and events. */
+export type DispatchProgress =
+  | { type: 'queued'; ahead: number }
+  | { type: 'waiting'; queued: number; pulling: number; inFlight: number; waitedMs: number }
+  | { type: 'taken'; worker: WorkerInfo; delivery: number; queuedMs: number }
+  | { type: 'released'; worker: WorkerInfo; delivery: number; reason: string };
 
 /** Options for one dispatch. */
 export interface DispatchOptions {
-  /** Aborted when the run is cancelled or stopped; the dispatcher stops waiting. */
+  /** Aborted when the run is cancelled or stopped; the dispatcher stops waiting and withdraws the task. */
   signal?: AbortSignal;
-  /** Identifies the task across retries and restarts (run, wave, iteration); each dispatch adds its attempt. */
+  /** Identifies the task across retries and restarts (run, wave, iteration, re-send). */
   idempotencyKey?: string;
-  /** This task's own reply timeout, instead of the dispatcher's (e.g. a command critique's timeout plus a margin). */
+  /** This task's own time limit once a worker has it, instead of the dispatcher's (e.g. a command critique's timeout plus a margin). */
   timeoutMs?: number;
-  /** This task's own bound on dispatches; 1 sends it once (a command critique is never re-run). */
+  /** This task's own bound on deliveries; 1 hands it out once (a command critique is never re-run). */
   maxAttempts?: number;
+  /** Told how the task is getting on: queued, still waiting, taken, given back. */
+  onProgress?: (progress: DispatchProgress) => void;
 }
 
 /**
  * Sends one task to whoever serves a role and returns its answer, or throws a
  * `PolishError` naming the role. Implementations: in-process (embedding, unit tests)
- * and NATS (worker processes).
+ * and NATS (the task queue, worker processes).
  */
 export interface Dispatcher {
   dispatch<R extends TaskRole>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;

@@ -1,51 +1,50 @@
 import { randomUUID } from 'node:crypto';
-import { sha256 } from '../hash.js';
-import { setTimeout as delay } from 'node:timers/promises';
-import { RequestError, TimeoutError, headers, type MsgHdrs, type NatsConnection } from '@nats-io/transport-node';
+import { headers, type MsgHdrs, type NatsConnection, type Subscription } from '@nats-io/transport-node';
 import { context, propagation, type Context } from '@opentelemetry/api';
 import {
+  CrashNoticeSchema,
   DEFAULT_SUBJECT_PREFIX,
   PROTOCOL_VERSION,
   PolishError,
   TaskEnvelopeSchema,
+  TaskProgressSchema,
   TaskReplySchema,
+  maxDeliveriesAdvisory,
+  replySubject,
   taskSubject,
   type TaskRole,
 } from '@polish/protocol';
-import type { DispatchOptions, Dispatcher, DispatchOutcome } from './dispatcher.js';
+import { sha256 } from '../hash.js';
+import type { DispatchOptions, Dispatcher, DispatchOutcome, DispatchProgress } from './dispatcher.js';
+import { openTaskQueue, type TaskQueue, type TaskQueueOptions } from './task-queue.js';
+import { createQueueWatch, type QueueWatch } from './queue-watch.js';
 
-/** Settings of the NATS dispatcher; every bound is finite, so a run can never hang. */
+/** Settings of the NATS dispatcher; every bound is finite unless said otherwise, so a run never hangs. */
 export interface NatsDispatcherOptions {
   connection: NatsConnection;
   prefix?: string;
+  /** The task queue, or how to open it (created when missing). */
+  queue?: TaskQueue | TaskQueueOptions;
   /**
-   * How long one dispatch waits for its reply. Default 300 s: above a provider's own budget
-   * (60 s per attempt, 3 attempts, backoff), so a slow API ends as the provider's MODEL_ERROR
-   * naming the role rather than as a re-dispatch.
+   * How long a worker may work on one task (start to close). Default 300 s: above a provider's
+   * own budget (60 s per attempt, 3 attempts, backoff), so a slow API ends as the provider's
+   * MODEL_ERROR naming the role rather than as a redelivery.
    */
   taskTimeoutMs?: number;
-  /** Dispatches of one task (timeouts and retryable errors) before the run fails. Default 3. */
-  maxAttempts?: number;
-  /** How long to keep retrying while no worker serves the role at all. Default 30 s. */
+  /** How long a task may wait while no worker pulls from its role's queue at all. Default 30 s. */
   workerWaitMs?: number;
-  /** First backoff between retries; doubles up to 1 s. Default 20 ms. */
-  backoffMs?: number;
+  /** How long a task may wait in the queue while workers are busy (schedule to start). Default: no limit. */
+  queueWaitMs?: number;
+  /** How often a waiting task reports that it still waits. Default 5 s. */
+  progressIntervalMs?: number;
 }
 
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
-
-function isNoResponders(error: unknown): boolean {
-  return error instanceof RequestError && error.isNoResponders();
-}
-
-function isTimeout(error: unknown): boolean {
-  return error instanceof TimeoutError || (error instanceof Error && error.cause instanceof TimeoutError);
-}
+const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ? '' : 's'}`;
 
 /**
  * The W3C trace context (`traceparent`) of the active span as NATS headers, so that the worker's
- * spans join the orchestrator's trace. None when no propagator is registered (tracing off): the
- * message then goes out exactly as before.
+ * spans join the orchestrator's trace. None when no propagator is registered (tracing off).
  */
 function traceHeadersOf(active: Context): MsgHdrs | undefined {
   const carrier: Record<string, string> = {};
@@ -57,119 +56,300 @@ function traceHeadersOf(active: Context): MsgHdrs | undefined {
   return traceHeaders;
 }
 
+/** A task this dispatcher waits for, by its idempotency key. */
+interface PendingTask {
+  role: TaskRole;
+  key: string;
+  /** Its sequence in the task stream, once published. */
+  seq: number | undefined;
+  queuedAt: number;
+  /** When its current delivery was taken; undefined while it waits in the queue. */
+  takenAt: number | undefined;
+  deliveries: number;
+  maxAttempts: number;
+  timeoutMs: number;
+  lastCause: string | undefined;
+  safety: NodeJS.Timeout | undefined;
+  onProgress: ((progress: DispatchProgress) => void) | undefined;
+  settle(outcome: { ok: true; value: DispatchOutcome } | { ok: false; error: PolishError }): void;
+}
+
 /**
- * Sends each task as a NATS request to `polish.v1.task.<role>` (served by the queue group
- * `<role>`) and waits for the reply. "No responders" is retried with backoff until no worker
- * has appeared for `workerWaitMs`; a reply missing its deadline, or a retryable error reply
- * (the host reports a worker that died holding the task as WORKER_CRASHED), is dispatched
- * again, `maxAttempts` dispatches at most. After that the task fails with a reason naming the
- * role. Note: any plain subscriber on a task subject (say a `>` monitor) counts as a responder
- * for NATS, so "no responders" then becomes a timeout.
+ * Sends each task through the task queue (DESIGN §4): a JetStream work-queue stream with one
+ * durable pull consumer per role. A task is published once, with its idempotency key as the
+ * message id (a re-publish is not a second task), and waits in order until a worker with
+ * capacity takes it. Its answer comes on `polish.v1.reply.<role>.<key>`, kept in the replies
+ * stream, so a restarted orchestrator finds the answers of tasks finished while it was down. A
+ * worker that dies or runs out of time gives the task back (its host says so at once; else its
+ * lease runs out) and the queue hands it to another, within the consumer's delivery bound. "Nobody
+ * serves this role" (no worker pulling for `workerWaitMs`) fails the task; busy workers do not.
  */
 export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const taskTimeoutMs = options.taskTimeoutMs ?? 300_000;
-  const maxAttempts = options.maxAttempts ?? 3;
-  const workerWaitMs = options.workerWaitMs ?? 30_000;
-  const firstBackoffMs = options.backoffMs ?? 20;
+  const connection = options.connection;
+  const pending = new Map<string, PendingTask>();
+  const bySeq = new Map<number, PendingTask>();
+  let subscriptions: Subscription[] = [];
+  let watch: QueueWatch | undefined;
 
-  /** One request, raced against the caller's abort so a cancelled run stops waiting at once. */
-  function request(subject: string, task: string, timeoutMs: number, signal?: AbortSignal, traceHeaders?: MsgHdrs) {
-    const pending = options.connection.request(subject, task, {
-      timeout: timeoutMs,
-      ...(traceHeaders ? { headers: traceHeaders } : {}),
+  const opened = (async () => {
+    const queue =
+      options.queue && 'js' in options.queue
+        ? options.queue
+        : await openTaskQueue(connection, { prefix, ...(options.queue as TaskQueueOptions | undefined) });
+    const { names } = queue;
+    const route = (key: string | undefined, handle: (task: PendingTask) => void) => {
+      const task = key ? pending.get(key) : undefined;
+      if (task) handle(task);
+    };
+    subscriptions = [
+      connection.subscribe(names.allReplies, {
+        callback: (error, message) => {
+          if (!error) route(message.subject.split('.').at(-1), (task) => answer(task, message.data));
+        },
+      }),
+      connection.subscribe(names.allProgress, {
+        callback: (error, message) => {
+          if (error) return;
+          const progress = TaskProgressSchema.safeParse(json(message.data));
+          if (progress.success) route(message.subject.split('.').at(-1), (task) => onTaskProgress(task, progress.data));
+        },
+      }),
+      connection.subscribe(names.allCrashes, {
+        callback: (error, message) => {
+          if (error) return;
+          const notice = CrashNoticeSchema.safeParse(json(message.data));
+          if (notice.success) route(notice.data.key, (task) => onCrash(task, notice.data));
+        },
+      }),
+      connection.subscribe(maxDeliveriesAdvisory(names.tasksStream), {
+        callback: (error, message) => {
+          if (error) return;
+          const seq = Number((json(message.data) as { stream_seq?: unknown } | undefined)?.stream_seq);
+          const task = bySeq.get(seq);
+          if (task) fail(task, exhausted(task));
+        },
+      }),
+    ];
+    await connection.flush();
+    watch = createQueueWatch({
+      queue,
+      pending: () => [...pending.values()],
+      workerWaitMs: options.workerWaitMs ?? 30_000,
+      ...(options.queueWaitMs === undefined ? {} : { queueWaitMs: options.queueWaitMs }),
+      progressIntervalMs: options.progressIntervalMs ?? 5_000,
+      fail: (task, error) => fail(task as PendingTask, error),
     });
-    if (!signal) return pending;
-    return new Promise<Awaited<typeof pending>>((resolve, reject) => {
-      const onAbort = () => reject(signal.reason);
-      signal.addEventListener('abort', onAbort, { once: true });
-      pending.then(resolve, reject).finally(() => signal.removeEventListener('abort', onAbort));
+    return queue;
+  })();
+  opened.catch(() => undefined);
+
+  const json = (data: Uint8Array): unknown => {
+    try {
+      return JSON.parse(new TextDecoder().decode(data));
+    } catch {
+      return undefined;
+    }
+  };
+
+  /** Why a task that was handed out as often as allowed failed, naming the role. */
+  const exhausted = (task: PendingTask) => {
+    const cause = task.lastCause ?? `no answer within ${seconds(task.timeoutMs)} or its lease`;
+    return new PolishError(
+      task.lastCause?.includes('died') ? 'WORKER_CRASHED' : 'TIMEOUT',
+      `${task.role} task handed out ${plural(task.deliveries, 'time')} without an answer; last: ${cause}`,
+      { retryable: false },
+    );
+  };
+
+  /** The task is done with here: forget it, and take it out of the queue so no worker pays for it later. */
+  const withdraw = (task: PendingTask, remove: boolean) => {
+    clearTimeout(task.safety);
+    pending.delete(task.key);
+    if (task.seq !== undefined) bySeq.delete(task.seq);
+    if (remove && task.seq !== undefined) {
+      void opened
+        .then((queue) => queue.manager.streams.deleteMessage(queue.names.tasksStream, task.seq as number, false))
+        .catch(() => undefined);
+    }
+  };
+  const fail = (task: PendingTask, error: PolishError) => {
+    withdraw(task, true);
+    task.settle({ ok: false, error });
+  };
+
+  const answer = (task: PendingTask, data: Uint8Array) => {
+    const reply = TaskReplySchema.safeParse(json(data));
+    if (!reply.success)
+      return fail(
+        task,
+        new PolishError('INTERNAL', `${task.role} reply is not a task reply: ${reply.error.issues[0]?.message}`),
+      );
+    withdraw(task, false);
+    const now = Date.now();
+    const workMs = task.takenAt === undefined ? undefined : now - task.takenAt;
+    if (!reply.data.ok) {
+      task.settle({
+        ok: false,
+        error: PolishError.fromWire({ ...reply.data.error, retryable: false }, reply.data.usage, reply.data.model),
+      });
+      return;
+    }
+    const { result, usage, model, worker } = reply.data;
+    task.settle({
+      ok: true,
+      value: {
+        result,
+        usage,
+        model,
+        worker,
+        attempts: Math.max(1, task.deliveries),
+        ...(task.takenAt === undefined ? {} : { queuedMs: task.takenAt - task.queuedAt }),
+        ...(workMs === undefined ? {} : { workMs }),
+      },
     });
-  }
+  };
+
+  /** While a delivery is in hand: if nothing at all is heard of it for its time plus a lease, it counts as given back. */
+  const armSafety = (task: PendingTask) => {
+    clearTimeout(task.safety);
+    task.safety = setTimeout(
+      () => {
+        task.takenAt = undefined;
+        task.lastCause = `no word from the worker within ${seconds(task.timeoutMs)}`;
+        if (task.deliveries >= task.maxAttempts) fail(task, exhausted(task));
+      },
+      task.timeoutMs + 2 * (watch?.leaseMs ?? 30_000),
+    );
+    task.safety.unref?.();
+  };
+
+  const onTaskProgress = (task: PendingTask, progress: ReturnType<typeof TaskProgressSchema.parse>) => {
+    if (progress.state === 'taken') {
+      task.deliveries = Math.max(task.deliveries, progress.delivery);
+      task.takenAt = Date.now();
+      task.onProgress?.({
+        type: 'taken',
+        worker: progress.worker,
+        delivery: progress.delivery,
+        queuedMs: task.takenAt - task.queuedAt,
+      });
+      armSafety(task);
+      return;
+    }
+    task.takenAt = undefined;
+    task.lastCause = `worker ${progress.worker.pid} gave it back (${progress.reason ?? 'released'})`;
+    task.onProgress?.({
+      type: 'released',
+      worker: progress.worker,
+      delivery: progress.delivery,
+      reason: progress.reason ?? 'released',
+    });
+    if (progress.delivery >= task.maxAttempts) fail(task, exhausted(task));
+  };
+
+  const onCrash = (task: PendingTask, notice: ReturnType<typeof CrashNoticeSchema.parse>) => {
+    if (notice.role !== task.role) return;
+    void opened.then((queue) => {
+      // Only an ack subject of this role's own consumer: a notice cannot touch another queue.
+      if (!notice.ack.startsWith(`$JS.ACK.${queue.names.tasksStream}.${queue.names.taskConsumer(task.role)}.`)) return;
+      task.takenAt = undefined;
+      task.lastCause = `worker ${notice.worker.pid} on ${notice.worker.hostname} died holding it (${notice.reason})`;
+      task.onProgress?.({ type: 'released', worker: notice.worker, delivery: notice.delivery, reason: notice.reason });
+      if (notice.delivery >= task.maxAttempts) return fail(task, exhausted(task));
+      // Hand it out again at once, instead of after the lease.
+      connection.publish(notice.ack, '-NAK');
+    });
+  };
 
   async function dispatch(
     role: TaskRole,
     payload: unknown,
     dispatchOptions: DispatchOptions = {},
   ): Promise<DispatchOutcome> {
-    const { signal, idempotencyKey } = dispatchOptions;
+    const { signal } = dispatchOptions;
+    signal?.throwIfAborted();
+    const queue = await opened;
+    const key = sha256(dispatchOptions.idempotencyKey ?? randomUUID());
     const timeoutMs = dispatchOptions.timeoutMs ?? taskTimeoutMs;
-    const attemptsAllowed = dispatchOptions.maxAttempts ?? maxAttempts;
-    const subject = taskSubject(role, prefix);
-    const taskId = randomUUID();
-    // Taken when the dispatch starts: the caller's active span (a wave) is the parent of every attempt.
+    const maxAttempts = Math.min(dispatchOptions.maxAttempts ?? Infinity, queue.maxDeliverOf(role));
+    // Taken when the dispatch starts: the caller's active span (a wave) is the parent of the task.
     const traceHeaders = traceHeadersOf(context.active());
-    let backoffMs = firstBackoffMs;
-    // The worker-wait window starts when "no responders" starts, not when the task did.
-    let noRespondersSince: number | undefined;
-    // An attempt is a dispatch that reached a worker; waiting out "no responders" is not one.
-    let attempt = 1;
-    for (;;) {
-      signal?.throwIfAborted();
-      const task = TaskEnvelopeSchema.parse({
-        v: PROTOCOL_VERSION,
-        taskId,
+    const envelope = TaskEnvelopeSchema.parse({
+      v: PROTOCOL_VERSION,
+      taskId: randomUUID(),
+      role,
+      attempt: 1,
+      deadline: 0,
+      timeoutMs,
+      idempotencyKey: key,
+      payload,
+    });
+    return new Promise<DispatchOutcome>((resolve, reject) => {
+      const onAbort = () => {
+        const task = pending.get(key);
+        if (task) withdraw(task, true);
+        reject(signal?.reason);
+      };
+      const task: PendingTask = {
         role,
-        attempt,
-        deadline: Date.now() + timeoutMs,
-        ...(idempotencyKey ? { idempotencyKey: sha256(`${idempotencyKey}/${attempt}`) } : {}),
-        payload,
-      });
-      let failure: PolishError;
-      try {
-        const message = await request(subject, JSON.stringify(task), timeoutMs, signal, traceHeaders);
-        const reply = TaskReplySchema.parse(message.json());
-        if (reply.taskId !== taskId)
-          throw new PolishError('INTERNAL', `${role} reply is for task ${reply.taskId}, not ${taskId}`);
-        if (reply.ok)
-          return {
-            result: reply.result,
-            usage: reply.usage,
-            model: reply.model,
-            worker: reply.worker,
-            attempts: attempt,
-          };
-        failure = PolishError.fromWire(reply.error, reply.usage, reply.model);
-      } catch (error) {
-        signal?.throwIfAborted();
-        if (isNoResponders(error)) {
-          noRespondersSince ??= Date.now();
-          const waited = Date.now() - noRespondersSince;
-          if (waited >= workerWaitMs) {
-            throw new PolishError(
-              'NO_RESPONDERS',
-              `no ${role} workers answered within ${seconds(workerWaitMs)} (nobody serves ${subject})`,
-              {
-                cause: error,
-              },
-            );
-          }
-          await delay(Math.min(backoffMs, workerWaitMs - waited), undefined, signal ? { signal } : {});
-          backoffMs = Math.min(backoffMs * 2, 1_000);
-          continue;
+        key,
+        seq: undefined,
+        queuedAt: Date.now(),
+        takenAt: undefined,
+        deliveries: 0,
+        maxAttempts,
+        timeoutMs,
+        lastCause: undefined,
+        safety: undefined,
+        onProgress: dispatchOptions.onProgress,
+        settle: (outcome) => {
+          signal?.removeEventListener('abort', onAbort);
+          if (outcome.ok) resolve(outcome.value);
+          else reject(outcome.error);
+        },
+      };
+      pending.set(key, task);
+      signal?.addEventListener('abort', onAbort, { once: true });
+      void (async () => {
+        // Answered while this orchestrator was away (a restart)? Then it is not sent again.
+        if (dispatchOptions.idempotencyKey) {
+          const kept = await queue.manager.streams
+            .getMessage(queue.names.repliesStream, { last_by_subj: replySubject(role, key, prefix) })
+            .catch(() => null);
+          if (kept) return answer(task, kept.data);
         }
-        failure = isTimeout(error)
-          ? new PolishError('TIMEOUT', `no ${role} worker replied within ${seconds(timeoutMs)}`, { cause: error })
-          : error instanceof PolishError
-            ? error
-            : new PolishError('INTERNAL', `${role} dispatch failed: ${String(error)}`, { cause: error });
-      }
-      // A timeout or a crashed worker (retryable) is dispatched again, within bounds; anything else is final.
-      noRespondersSince = undefined;
-      if (!failure.retryable) throw failure;
-      if (attempt >= attemptsAllowed) {
-        throw new PolishError(failure.code, `${failure.message} (${attempt} attempt${attempt === 1 ? '' : 's'})`, {
-          cause: failure,
-          retryable: false,
+        const ack = await queue.js.publish(taskSubject(role, prefix), JSON.stringify(envelope), {
+          msgID: key,
+          ...(traceHeaders ? { headers: traceHeaders } : {}),
         });
-      }
-      attempt += 1;
-      await delay(backoffMs, undefined, signal ? { signal } : {});
-      backoffMs = Math.min(backoffMs * 2, 1_000);
-    }
+        task.seq = ack.seq;
+        bySeq.set(ack.seq, task);
+        if (!pending.has(key)) {
+          // Settled meanwhile (cancelled): the task must not wait in the queue for a worker to pay for it.
+          await queue.manager.streams.deleteMessage(queue.names.tasksStream, ack.seq, false).catch(() => undefined);
+          return;
+        }
+        task.onProgress?.({ type: 'queued', ahead: watch?.queuedAhead(role) ?? 0 });
+        watch?.wake();
+      })().catch((error: unknown) => {
+        if (!pending.has(key)) return;
+        fail(
+          task,
+          new PolishError('UNAVAILABLE', `${role} task could not be queued: ${(error as Error).message}`, {
+            cause: error,
+          }),
+        );
+      });
+    });
   }
 
   return {
     dispatch: (role, payload, dispatchOptions) => dispatch(role, payload, dispatchOptions),
+    async close() {
+      watch?.stop();
+      for (const subscription of subscriptions) subscription.unsubscribe();
+    },
   };
 }

@@ -13,7 +13,7 @@ import {
   type WorkerInfo,
 } from '@polish/protocol';
 import type { z } from 'zod';
-import type { Dispatcher } from './dispatcher.js';
+import type { DispatchProgress, Dispatcher } from './dispatcher.js';
 
 type DistributiveOmit<T, K extends PropertyKey> = T extends unknown ? Omit<T, K> : never;
 
@@ -50,6 +50,36 @@ export interface ValidatedDispatch {
   idempotencyKey?: string;
   /** Send once with this reply timeout, never again (a command critique is not re-run). */
   once?: { timeoutMs: number };
+}
+
+/** A dispatcher's word on a task as a run event. */
+function progressEvent(role: TaskRole, iteration: number, progress: DispatchProgress): UnstampedEvent {
+  switch (progress.type) {
+    case 'queued':
+      return { type: 'task.queued', role, iteration, ahead: progress.ahead };
+    case 'waiting': {
+      const { queued, pulling, inFlight, waitedMs } = progress;
+      return { type: 'task.waiting', role, iteration, queued, pulling, in_flight: inFlight, waited_ms: waitedMs };
+    }
+    case 'taken':
+      return {
+        type: 'task.taken',
+        role,
+        iteration,
+        worker: progress.worker,
+        delivery: progress.delivery,
+        queued_ms: progress.queuedMs,
+      };
+    case 'released':
+      return {
+        type: 'task.released',
+        role,
+        iteration,
+        worker: progress.worker,
+        delivery: progress.delivery,
+        reason: progress.reason,
+      };
+  }
 }
 
 /** No-op unless an OpenTelemetry SDK is registered. */
@@ -139,6 +169,9 @@ async function sendUntilValid<R extends TaskRole, T>(
             ? { idempotencyKey: send === 1 ? idempotencyKey : `${idempotencyKey}#resend-${send}` }
             : {}),
           ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}),
+          ...(options.report
+            ? { onProgress: (progress) => options.report?.(progressEvent(role, iteration, progress)) }
+            : {}),
         }),
       );
     } catch (error) {
@@ -159,6 +192,8 @@ async function sendUntilValid<R extends TaskRole, T>(
         worker: outcome.worker,
         attempts: dispatches,
         ...inspectable('result', outcome.result),
+        ...(outcome.queuedMs === undefined ? {} : { queued_ms: outcome.queuedMs }),
+        ...(outcome.workMs === undefined ? {} : { work_ms: outcome.workMs }),
       });
       signal.throwIfAborted();
       const bytes =

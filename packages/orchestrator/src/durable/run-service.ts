@@ -13,6 +13,7 @@ import {
   RunServiceReplySchema,
   SubmitRequestSchema,
   runServiceSubject,
+  type QueueStats,
   type RunOperation,
   type RunServiceReply,
   type RunSummary,
@@ -21,7 +22,12 @@ import { z } from 'zod';
 import { NOT_FOUND_FIELD, type RunManager } from './run-manager.js';
 import { resolveArtifacts, type RunStore } from './run-store.js';
 
-async function perform(manager: RunManager, operation: RunOperation, body: unknown): Promise<RunServiceReply> {
+async function perform(
+  manager: RunManager,
+  operation: RunOperation,
+  body: unknown,
+  queues: (() => Promise<QueueStats[]>) | undefined,
+): Promise<RunServiceReply> {
   switch (operation) {
     case 'submit': {
       const request = SubmitRequestSchema.parse(body);
@@ -43,6 +49,8 @@ async function perform(manager: RunManager, operation: RunOperation, body: unkno
     }
     case 'resume':
       return { ok: true, run: await manager.resume(RunIdRequestSchema.parse(body).runId) };
+    case 'queues':
+      return { ok: true, queues: (await queues?.()) ?? [] };
   }
 }
 
@@ -58,21 +66,21 @@ function failure(error: unknown): RunServiceReply {
 }
 
 /**
- * Serves the run manager as a NATS service: `polish.v1.run.{submit,status,list,cancel,extend,resume}`,
+ * Serves the run manager as a NATS service: `polish.v1.run.{submit,status,list,cancel,extend,resume,queues}`,
  * discoverable with `$SRV.PING/INFO/STATS`. Requests and replies are JSON (`run-service.*` schemas).
  */
 export async function startRunService(
   connection: NatsConnection,
   manager: RunManager,
   store: RunStore,
-  options: { prefix?: string; version?: string } = {},
+  options: { prefix?: string; version?: string; queues?: () => Promise<QueueStats[]> } = {},
 ): Promise<Service> {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   // @nats-io/services is built against an older nats-core; the connection object is the same.
   const service = await new Svcm(connection as never).add({
     name: RUN_SERVICE_NAME,
     version: options.version ?? '0.1.0',
-    description: 'polish runs: submit, status, list, cancel, extend, resume',
+    description: 'polish runs: submit, status, list, cancel, extend, resume; task queues',
   });
   for (const operation of RUN_OPERATIONS) {
     service.addEndpoint(operation, {
@@ -86,7 +94,7 @@ export async function startRunService(
           return;
         }
         // Large artifacts in replies travel as Object Store references, like in KV records.
-        perform(manager, operation, body).then(
+        perform(manager, operation, body, options.queues).then(
           async (reply) => message.respond(JSON.stringify(await store.externalize(reply))),
           (error: unknown) => message.respond(JSON.stringify(failure(error))),
         );
@@ -131,6 +139,11 @@ export function createRunClient(connection: NatsConnection, options: { prefix?: 
     cancel: (runId: string) => one('cancel', { runId }),
     extend: (runId: string, cap: number) => one('extend', { runId, cap }),
     resume: (runId: string) => one('resume', { runId }),
+    /** Each role's task queue, as the run service's orchestrator sees it. */
+    queues: async () => {
+      const reply = await call('queues', {});
+      return reply.ok ? (reply.queues ?? []) : [];
+    },
   };
 }
 export type RunClient = ReturnType<typeof createRunClient>;

@@ -11,6 +11,7 @@ import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { DEFAULT_SUBJECT_PREFIX, eventsSubject, storeNames, wireNames, type RunEvent } from '@polish/protocol';
 import { sha256 } from '../hash.js';
+import { checkNoStrayStreams, ensureStream, eventStreamSpec, storeStreamSpecs } from '../streams.js';
 
 /** Strings longer than this are kept in the Object Store and referenced from KV records. */
 export const INLINE_LIMIT = 64 * 1024;
@@ -57,26 +58,6 @@ function isTransient(error: unknown): boolean {
   );
 }
 
-const isStreamNotFound = (error: unknown) =>
-  (error as Error)?.name === 'StreamNotFoundError' ||
-  (error as { code?: unknown })?.code === 10059 ||
-  /stream not found/i.test(String((error as Error)?.message));
-
-/** Creates a stream with `replicas` copies, or raises those of an existing one to that many (never lowers them). */
-async function ensureStream(
-  manager: JetStreamManager,
-  config: Partial<StreamConfig> & { name: string },
-  replicas: number,
-  create = true,
-): Promise<void> {
-  const info = await manager.streams.info(config.name).catch((error: unknown) => {
-    if (create && isStreamNotFound(error)) return undefined;
-    throw error;
-  });
-  if (!info) await manager.streams.add({ ...config, num_replicas: replicas });
-  else if (info.config.num_replicas < replicas) await manager.streams.update(config.name, { num_replicas: replicas });
-}
-
 async function retrying<T>(what: () => Promise<T>, closed: () => boolean = () => false): Promise<T> {
   // NATS may be restarting: keep trying with backoff for a while; the run waits meanwhile.
   // Not once this process has closed its connection (shutting down): nothing would come of it.
@@ -109,20 +90,13 @@ export async function openRunStore(
   const retry = <T>(what: () => Promise<T>) => retrying(what, closing);
   const js: JetStreamClient = jetstream(connection);
   const manager = await jetstreamManager(connection);
-  const eventSubjects = [names.allEvents];
-  await ensureStream(
-    manager,
-    { name: names.events, subjects: eventSubjects, duplicate_window: 10 * 60 * 1_000_000_000 },
-    replicas,
-  );
+  await ensureStream(manager, eventStreamSpec(prefix), replicas);
   // Both create their stream with these replicas, or open an existing one as it is.
   const kv: KV = await new Kvm(js).create(names.runs, { history: 1, replicas });
   const objects: ObjectStore = await new Objm(js).create(names.artifacts, { replicas });
-  if (replicas > 1) {
-    // Streams made earlier with fewer copies (e.g. before the NATS became a cluster) are raised.
-    await ensureStream(manager, { name: names.runsStream }, replicas, false);
-    await ensureStream(manager, { name: names.artifactsStream }, replicas, false);
-  }
+  // Checked, and raised to `replicas` copies when made earlier with fewer (before the NATS became a cluster).
+  for (const spec of storeStreamSpecs(prefix)) await ensureStream(manager, spec, replicas, { create: false });
+  await checkNoStrayStreams(manager, prefix);
 
   const externalize = async (value: unknown): Promise<unknown> => {
     if (typeof value === 'string' && value.length > INLINE_LIMIT) {

@@ -1,0 +1,122 @@
+import { setTimeout as delay } from 'node:timers/promises';
+import { PolishError, taskSubject, type QueueStats, type TaskRole } from '@polish/protocol';
+import type { DispatchProgress } from './dispatcher.js';
+import type { TaskQueue } from './task-queue.js';
+
+/** What the watch needs of a task that waits for an answer. */
+export interface WatchedTask {
+  role: TaskRole;
+  queuedAt: number;
+  /** Undefined while the task waits in the queue. */
+  takenAt: number | undefined;
+  /** Undefined until the task is in the stream. */
+  seq: number | undefined;
+  onProgress: ((progress: DispatchProgress) => void) | undefined;
+}
+
+/** Watches the queues of the roles that have tasks waiting, while any do. */
+export interface QueueWatch {
+  leaseMs: number;
+  /** A task was queued: make sure the watch runs. */
+  wake(): void;
+  /** Tasks of the role that were waiting at the last look. */
+  queuedAhead(role: TaskRole): number;
+  stop(): void;
+}
+
+const TICK_MS = 1_000;
+const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
+
+/**
+ * Tells "nobody serves this role" from "the workers are busy" (DESIGN §4): once a second, while
+ * tasks wait, it reads each such role's consumer. No worker pulling and none working for
+ * `workerWaitMs` fails the role's waiting tasks (NO_RESPONDERS); busy workers never do. A task
+ * that waited `queueWaitMs` (schedule to start, when set) fails with TIMEOUT. Every
+ * `progressIntervalMs` each waiting task hears how long the queue is.
+ */
+export function createQueueWatch(options: {
+  queue: TaskQueue;
+  pending: () => WatchedTask[];
+  workerWaitMs: number;
+  queueWaitMs?: number;
+  progressIntervalMs: number;
+  fail(task: WatchedTask, error: PolishError): void;
+}): QueueWatch {
+  const nobodySince = new Map<TaskRole, number>();
+  const lastStats = new Map<TaskRole, QueueStats>();
+  const lastReported = new WeakMap<WatchedTask, number>();
+  let running = false;
+  let stopped = false;
+
+  const waiting = () => options.pending().filter((task) => task.seq !== undefined && task.takenAt === undefined);
+
+  const tick = async () => {
+    const tasks = waiting();
+    const roles = [...new Set(tasks.map((task) => task.role))];
+    const stats = await options.queue.stats(roles).catch(() => undefined);
+    if (!stats) return; // NATS is away: judge again at the next look.
+    const now = Date.now();
+    for (const stat of stats) {
+      lastStats.set(stat.role, stat);
+      if (stat.pulling > 0 || stat.in_flight > 0) nobodySince.delete(stat.role);
+      else if (!nobodySince.has(stat.role)) nobodySince.set(stat.role, now);
+    }
+    for (const task of waiting()) {
+      const since = nobodySince.get(task.role);
+      if (since !== undefined && now - since >= options.workerWaitMs) {
+        options.fail(
+          task,
+          new PolishError(
+            'NO_RESPONDERS',
+            `no ${task.role} workers pulled tasks within ${seconds(options.workerWaitMs)} (nobody serves ${taskSubject(task.role)})`,
+          ),
+        );
+      } else if (options.queueWaitMs !== undefined && now - task.queuedAt >= options.queueWaitMs) {
+        options.fail(
+          task,
+          new PolishError(
+            'TIMEOUT',
+            `${task.role} task waited ${seconds(now - task.queuedAt)} in the queue for a worker (queue wait limit)`,
+            {
+              retryable: false,
+            },
+          ),
+        );
+      } else if (now - (lastReported.get(task) ?? task.queuedAt) >= options.progressIntervalMs) {
+        lastReported.set(task, now);
+        const stat = lastStats.get(task.role);
+        task.onProgress?.({
+          type: 'waiting',
+          queued: stat?.queued ?? 0,
+          pulling: stat?.pulling ?? 0,
+          inFlight: stat?.in_flight ?? 0,
+          waitedMs: now - task.queuedAt,
+        });
+      }
+    }
+  };
+
+  // Runs while tasks wait; the check and the end are one synchronous step, so a task queued
+  // meanwhile either keeps it running or wakes a new one.
+  const run = async () => {
+    while (!stopped && waiting().length > 0) {
+      await delay(TICK_MS, undefined, { ref: false });
+      if (!stopped) await tick();
+    }
+    nobodySince.clear();
+    running = false;
+  };
+
+  return {
+    leaseMs: options.queue.leaseMs,
+    wake() {
+      if (running || stopped) return;
+      running = true;
+      void run();
+    },
+    queuedAhead: (role) => lastStats.get(role)?.queued ?? 0,
+    stop() {
+      stopped = true;
+    },
+  };
+}

@@ -1,0 +1,152 @@
+import type { NatsConnection } from '@nats-io/transport-node';
+import {
+  AckPolicy,
+  DeliverPolicy,
+  jetstream,
+  jetstreamManager,
+  type ConsumerConfig,
+  type JetStreamClient,
+  type JetStreamManager,
+} from '@nats-io/jetstream';
+import { configDifferences, ensureStream, queueStreamSpecs } from '../streams.js';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  TaskRoleSchema,
+  taskSubject,
+  unavailable,
+  wireNames,
+  type QueueStats,
+  type TaskRole,
+} from '@polish/protocol';
+
+/** How the task queue is set up; every orchestrator of a deployment should agree. */
+export interface TaskQueueOptions {
+  prefix?: string;
+  /** Copies a NATS cluster keeps of the task and reply streams (1..5). Default 1. */
+  replicas?: number;
+  /**
+   * How long a worker may go silent (no progress signal) before its task is handed to another
+   * worker. Workers signal every third of it while they work. Default 30 s.
+   */
+  leaseMs?: number;
+  /** Deliveries of a task before it fails (a command critique is delivered once). Default 3. */
+  maxDeliver?: number;
+}
+
+/** The task queue of a deployment: its streams and one durable pull consumer per role. */
+export interface TaskQueue {
+  js: JetStreamClient;
+  manager: JetStreamManager;
+  names: ReturnType<typeof wireNames>;
+  leaseMs: number;
+  /** Deliveries a task of this role gets before it fails. */
+  maxDeliverOf(role: TaskRole): number;
+  /** Each role's figures: waiting tasks, the oldest's age, workers pulling, tasks in hand. */
+  stats(roles?: readonly TaskRole[]): Promise<QueueStats[]>;
+}
+
+const NANOS = 1_000_000;
+const DEFAULT_LEASE_MS = 30_000;
+
+/** The configuration of a role's consumer. */
+export function consumerConfig(
+  role: TaskRole,
+  prefix: string,
+  leaseMs: number,
+  maxDeliver: number,
+): Partial<ConsumerConfig> {
+  return {
+    durable_name: wireNames(prefix).taskConsumer(role),
+    filter_subject: taskSubject(role, prefix),
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    ack_wait: leaseMs * NANOS,
+    // A command critique is never run twice: what it did to the world is the critique's call.
+    max_deliver: role === 'par.command' ? 1 : maxDeliver,
+    max_ack_pending: -1,
+  };
+}
+
+/**
+ * Opens the task queue, creating its streams and consumers when missing. A stream that exists
+ * with another configuration (another retention, other subjects) is refused, naming each
+ * difference (see streams.ts). A consumer's lease and delivery bound are brought to these
+ * settings; one filtering other tasks is refused.
+ */
+export async function openTaskQueue(connection: NatsConnection, options: TaskQueueOptions = {}): Promise<TaskQueue> {
+  const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  const replicas = options.replicas ?? 1;
+  const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
+  const maxDeliver = options.maxDeliver ?? 3;
+  const names = wireNames(prefix);
+  const manager = await jetstreamManager(connection);
+  for (const spec of queueStreamSpecs(prefix)) await ensureStream(manager, spec, replicas);
+  for (const role of TaskRoleSchema.options) {
+    const config = consumerConfig(role, prefix, leaseMs, maxDeliver);
+    const name = config.durable_name as string;
+    const info = await manager.consumers.info(names.tasksStream, name).catch((error: unknown) => {
+      if (/not found/i.test(String((error as Error)?.message)) || (error as { code?: unknown })?.code === 10014)
+        return undefined;
+      throw error;
+    });
+    if (!info) await manager.consumers.add(names.tasksStream, config);
+    else if (configDifferences(info.config, config).length > 0) {
+      // Lease and delivery bound may change (an operator raised them); the filter may not.
+      if (info.config.filter_subject !== config.filter_subject) {
+        throw unavailable(
+          `consumer ${name} of ${names.tasksStream} filters ${info.config.filter_subject}, not ${config.filter_subject}`,
+        );
+      }
+      await manager.consumers.update(names.tasksStream, name, {
+        ack_wait: config.ack_wait,
+        max_deliver: config.max_deliver,
+      });
+    }
+  }
+  return {
+    js: jetstream(connection),
+    manager,
+    names,
+    leaseMs,
+    maxDeliverOf: (role) => (role === 'par.command' ? 1 : maxDeliver),
+    stats: (roles = TaskRoleSchema.options) => readQueueStats(manager, prefix, roles),
+  };
+}
+
+/**
+ * Each role's queue figures, from its consumer (waiting tasks, open pull requests, tasks in
+ * hand) and the oldest waiting task's time in the stream.
+ */
+export async function readQueueStats(
+  manager: JetStreamManager,
+  prefix: string,
+  roles: readonly TaskRole[] = TaskRoleSchema.options,
+  now = Date.now,
+): Promise<QueueStats[]> {
+  const names = wireNames(prefix);
+  return Promise.all(
+    roles.map(async (role) => {
+      const info = await manager.consumers.info(names.tasksStream, names.taskConsumer(role)).catch(() => undefined);
+      if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0 };
+      let oldest: number | null = null;
+      if (info.num_pending > 0) {
+        // The first message of the role past what the consumer has handed out waits longest.
+        const message = await manager.streams
+          // STREAM.MSG.GET takes next_by_subj (nats-server 2.9+); the client's type does not list it.
+          .getMessage(names.tasksStream, {
+            seq: info.delivered.stream_seq + 1,
+            next_by_subj: taskSubject(role, prefix),
+          } as never)
+          .catch(() => null);
+        if (message) oldest = Math.max(0, Math.round(now() - message.time.getTime()));
+      }
+      return {
+        role,
+        queued: info.num_pending,
+        oldest_ms: oldest,
+        pulling: info.num_waiting,
+        in_flight: info.num_ack_pending,
+      };
+    }),
+  );
+}

@@ -1,0 +1,158 @@
+// Role isolation on the wire (DESIGN §5), proved against a real nats-server running the
+// configuration `polish nats-config` writes. One table says what each principal may publish
+// and subscribe to; every cell is tried, and each answer comes from the server at once (its
+// refusal arrives before the reply to a flush), so a wrong permission fails naming the subject.
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { connect, PermissionViolationError, type NatsConnection } from '@nats-io/transport-node';
+import { startNatsServer, type EmbeddedNats } from '@polish/cli';
+import { polish } from './support/cli.js';
+
+const scratch = mkdtempSync(join(tmpdir(), 'polish-permissions-'));
+type Credential = { user: string; password: string; inboxPrefix: string };
+
+const ROLES = ['criteria', 'evaluate', 'revise', 'par.plan', 'par.act', 'par.review', 'par.command'] as const;
+type Role = (typeof ROLES)[number];
+const PRINCIPALS = ['orchestrator', 'inspector', 'client', 'host', ...ROLES] as const;
+type Principal = (typeof PRINCIPALS)[number];
+const consumerOf = (role: Role) => role.replace('.', '_');
+const inboxOf = (principal: Principal) => `_INBOX_${principal.replace('.', '_')}`;
+
+/**
+ * The spec, written out by hand (not derived from the code it checks): every subject whose
+ * publication matters, and who may publish it. Anyone not named is refused.
+ */
+const PUBLISH: [subject: string, allowed: readonly Principal[]][] = [
+  ...ROLES.flatMap((role): [string, readonly Principal[]][] => [
+    // Only an orchestrator puts tasks in the queue.
+    [`polish.v1.task.${role}`, ['orchestrator']],
+    // Only the role's own workers pull from its consumer, ack its tasks and answer them.
+    [`$JS.API.CONSUMER.MSG.NEXT.POLISH_TASKS.${consumerOf(role)}`, ['orchestrator', role]],
+    [`$JS.ACK.POLISH_TASKS.${consumerOf(role)}.1.1.1.1.1`, ['orchestrator', role]],
+    [`polish.v1.reply.${role}.${'a'.repeat(64)}`, [role]],
+    [`polish.v1.progress.${role}.${'a'.repeat(64)}`, [role]],
+    // A worker's host says it died: the host alone (it can then only make a task be handed out again).
+    [`polish.v1.crashed.${role}`, ['host']],
+  ]),
+  // Reading queued tasks' contents: the orchestrator, and the inspector (it sees every payload in the events too).
+  ['$JS.API.STREAM.MSG.GET.POLISH_TASKS', ['orchestrator', 'inspector']],
+  // The queue's figures.
+  ['$JS.API.CONSUMER.INFO.POLISH_TASKS.evaluate', ['orchestrator', 'inspector', 'host', 'evaluate']],
+  // Runs, artifacts and events: the orchestrator writes them.
+  ['$KV.polish_runs.run.forged', ['orchestrator']],
+  ['$KV.polish_runs.result.r.evaluate.1', ['orchestrator']],
+  ['$O.polish_artifacts.forged', ['orchestrator']],
+  ['$JS.API.STREAM.MSG.GET.KV_polish_runs', ['orchestrator']],
+  ['polish.v1.events.some-run', ['orchestrator']],
+  ['polish.v1.inspect.some-run', ['orchestrator']],
+  // Streams: made and changed only by the orchestrator (never by the inspector, issue 15).
+  ['$JS.API.STREAM.CREATE.POLISH_EVENTS', ['orchestrator']],
+  ['$JS.API.STREAM.UPDATE.POLISH_EVENTS', ['orchestrator']],
+  ['$JS.API.STREAM.CREATE.POLISH_TASKS', ['orchestrator']],
+  ['$JS.API.STREAM.PURGE.POLISH_TASKS', ['orchestrator']],
+  // Reading the event stream: the inspector through its own consumers.
+  ['$JS.API.CONSUMER.CREATE.POLISH_EVENTS', ['orchestrator', 'inspector']],
+  // The run service: clients call it.
+  ['polish.v1.run.submit', ['client']],
+  ['$SRV.PING.polish', ['client']],
+  // Another principal's inbox: a forged reply. Only its owner.
+  [`${inboxOf('orchestrator')}.forged`, ['orchestrator']],
+  [`${inboxOf('client')}.forged`, ['client']],
+];
+
+/** Subscriptions that matter, and who may make them. */
+const SUBSCRIBE: [subject: string, allowed: readonly Principal[]][] = [
+  ['polish.v1.task.>', []],
+  ...ROLES.map((role): [string, readonly Principal[]] => [`polish.v1.task.${role}`, []]),
+  ['polish.v1.reply.>', ['orchestrator']],
+  ['polish.v1.progress.>', ['orchestrator']],
+  ['polish.v1.crashed.>', ['orchestrator']],
+  ['polish.v1.events.>', ['client']],
+  ['polish.v1.run.>', ['orchestrator']],
+  ['$KV.polish_runs.>', []],
+  ['$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.POLISH_TASKS.*', ['orchestrator']],
+  ['_INBOX.>', []],
+  ...PRINCIPALS.map((owner): [string, readonly Principal[]] => [`${inboxOf(owner)}.>`, [owner]]),
+];
+
+let server: EmbeddedNats;
+let credentials: Record<Principal, Credential>;
+const connections = new Map<Principal, { connection: NatsConnection; refused: PermissionViolationError[] }>();
+
+/** A principal's connection, collecting every permission the server refused it. */
+async function as(principal: Principal) {
+  const known = connections.get(principal);
+  if (known) return known;
+  const credential = credentials[principal];
+  const connection = await connect({
+    servers: server.url,
+    user: credential.user,
+    pass: credential.password,
+    inboxPrefix: credential.inboxPrefix,
+  });
+  const entry = { connection, refused: [] as PermissionViolationError[] };
+  void (async () => {
+    for await (const status of connection.status())
+      if (status.type === 'error' && status.error instanceof PermissionViolationError) entry.refused.push(status.error);
+  })();
+  connections.set(principal, entry);
+  return entry;
+}
+
+/** Publishes and asks the server for a flush: a refusal, if any, has arrived by then. */
+async function mayPublish(principal: Principal, subject: string): Promise<boolean> {
+  const entry = await as(principal);
+  const before = entry.refused.length;
+  entry.connection.publish(subject, '{}');
+  await entry.connection.flush();
+  // The refusal arrived before the flush's reply; one turn of the event loop hands it to the status iterator.
+  await new Promise((resolve) => setImmediate(resolve));
+  return !entry.refused.slice(before).some((error) => error.operation === 'publish' && error.subject === subject);
+}
+
+/** Subscribes and flushes: the server refuses a forbidden subscription before the flush's reply. */
+async function maySubscribe(principal: Principal, subject: string): Promise<boolean> {
+  const entry = await as(principal);
+  const subscription = entry.connection.subscribe(subject);
+  await entry.connection.flush();
+  const refused = subscription.isClosed();
+  if (!refused) subscription.unsubscribe();
+  return !refused;
+}
+
+beforeAll(async () => {
+  const generated = await polish(['nats-config', '--dir', join(scratch, 'nats'), '--store-dir', join(scratch, 'js')]);
+  expect(generated.code, generated.stderr).toBe(0);
+  const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+  credentials = JSON.parse(readFileSync(file, 'utf8'));
+  server = await startNatsServer({ storeDir: join(scratch, 'js'), configFile: config });
+});
+
+afterAll(async () => {
+  for (const { connection } of connections.values()) await connection.close().catch(() => undefined);
+  await server?.stop();
+});
+
+describe('per-role NATS permissions: the whole table, tried on the server', () => {
+  it.each(PRINCIPALS)('%s publishes exactly what the table allows', async (principal) => {
+    const wrong: string[] = [];
+    for (const [subject, allowed] of PUBLISH) {
+      const expected = allowed.includes(principal);
+      if ((await mayPublish(principal, subject)) !== expected)
+        wrong.push(`${expected ? 'refused' : 'allowed'} publish to ${subject}`);
+    }
+    expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
+  });
+
+  it.each(PRINCIPALS)('%s subscribes exactly where the table allows', async (principal) => {
+    const wrong: string[] = [];
+    for (const [subject, allowed] of SUBSCRIBE) {
+      const expected = allowed.includes(principal);
+      if ((await maySubscribe(principal, subject)) !== expected)
+        wrong.push(`${expected ? 'refused' : 'allowed'} subscription to ${subject}`);
+    }
+    expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
+  });
+});

@@ -1,12 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { NatsConnection } from '@nats-io/transport-node';
-import {
-  jetstream,
-  jetstreamManager,
-  type JetStreamClient,
-  type JetStreamManager,
-  type StreamConfig,
-} from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { DEFAULT_SUBJECT_PREFIX, eventsSubject, storeNames, wireNames, type RunEvent } from '@polish/protocol';

@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LIMIT_NAMES } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { evaluatePolicy } from './policy-engine.js';
+import { evaluatePolicy } from './evaluate-policy.js';
 
 // The public samples beside the repository when they are there, else the test copies.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);

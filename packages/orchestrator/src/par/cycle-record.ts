@@ -253,7 +253,8 @@ export function classifyInProgress(context: CycleContext, now: number): CycleToR
   }
   const lessonRefs = context.lessons.map((lesson) => `memory:${lesson.id}`);
   const record: ParCycleRecord = {
-    cycle: checkpoint.cycle,
+    // Counted over the whole goal: a v2 slice starts its own count again.
+    cycle: (goal?.baseline.cycle ?? 0) + checkpoint.cycle,
     plan_summary: cycle.plan?.plan_summary ?? '(no plan)',
     artifact_refs: changed,
     evidence_refs: [

@@ -231,6 +231,35 @@ describe('policy engine (agent-collab-harness v1)', () => {
     expect(result.reasons[0]).toContain(message);
   });
 
+  // Issue 22: a limit override counts only with a valid signature of a key the policy pins.
+  it.each([
+    [
+      'unsigned (a made-up signature)',
+      () => ({
+        ...override('max_cycles', 5, 2),
+        authorization: { scheme: 'hmac-sha256', key_id: KEY, signature: '0'.repeat(64) },
+      }),
+    ],
+    ['tampered (the value raised after signing)', () => ({ ...override('max_cycles', 5, 2), value: 50 })],
+    [
+      'forged (signed with another secret)',
+      () => sign({ ...override('max_cycles', 5, 2), authorization: undefined }, 'not the secret'),
+    ],
+    [
+      'signed by a key the policy does not pin',
+      () =>
+        sign(
+          { ...override('max_cycles', 5, 2), authorization: undefined, actor: 'human:mallory' },
+          'mallory',
+          'mallory',
+        ),
+    ],
+  ])('fails closed on a limit override that is %s, instead of raising the limit', (_name, record) => {
+    const result = run({ cycle: 3, pending_action_hash: ACTION, overrides: [record()] });
+    expect(result).toMatchObject({ decision: 'stop', policy_hash: null, effective_limits: {} });
+    expect(result.reasons[0]).toMatch(/^evaluation_error:checkpoint: overrides\.0: /);
+  });
+
   it('fails closed when the secret does not hash to the policy key hash', () => {
     const result = evaluatePolicy({
       policy: signedPolicy,

@@ -217,7 +217,7 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
       protectedPaths,
       decide,
       advance,
-      cycle: () => state.checkpoint.cycle + 1,
+      cycle: () => (state.goal?.baseline.cycle ?? 0) + state.checkpoint.cycle + 1,
       recorded: (recorded) => (state = recorded),
       answeredBy: (model) => models.add(model),
       signal: controller.signal,

@@ -492,4 +492,25 @@ describe('polish par', () => {
     expect(noTopic.code).toBe(2);
     expect(() => ws.read('.coord/par_t.yml')).toThrow();
   });
+
+  it('an invalid policy fails closed: the policy engine stops the task (exit 4), and nothing is written (issue 18)', async () => {
+    const ws = workspace();
+    writeFileSync(
+      join(ws.directory, 'policy.json'),
+      JSON.stringify({ ...basePolicy, limits: { ...basePolicy.limits, max_concurrency: 99 } }),
+    );
+    const outcome = await run(ws);
+    expect(outcome.code).toBe(4);
+    expect(JSON.parse(outcome.stdout)).toMatchObject({
+      final_status: 'stop',
+      decision: {
+        decision: 'stop',
+        policy_hash: null,
+        reasons: ['evaluation_error:policy: limits.max_concurrency must be at most limits.max_children_per_parent'],
+      },
+    });
+    expect(outcome.stderr).toContain('STOP before any cycle (nothing written)');
+    expect(() => ws.read('.coord/par_t.yml')).toThrow();
+    expect(() => ws.read('.coord/task-checkpoint.json')).toThrow();
+  });
 });

@@ -19,7 +19,7 @@ export { acquireOwnerLease } from './durable/owner-lease.js';
 // Plan-act-reflect (DESIGN §2): the machine, running a task, its files and human gates.
 export { parMachine } from './par/par-machine.js';
 export { runPar, newParRunId, type ParRunOptions, type ParRunResult } from './par/run-par.js';
-export { createParTask, recordHumanDecision, DEFAULT_CHECKPOINT_REF } from './par/par-task.js';
+export { createParTask, recordHumanDecision, PolicyFailedClosed, DEFAULT_CHECKPOINT_REF } from './par/par-task.js';
 export { coordPaths, readTaskFile, readJsonFile } from './par/coord-files.js';
 export { checkGitWorkspace } from './par/git-workspace.js';
 

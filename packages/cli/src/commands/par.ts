@@ -6,6 +6,7 @@ import {
   checkGitWorkspace,
   coordPaths,
   createParTask,
+  PolicyFailedClosed,
   humanKeysFrom,
   readTaskFile,
   recordHumanDecision,
@@ -188,10 +189,21 @@ export async function parRunCommand(flags: ParRunFlags): Promise<number> {
   const workspace = workspaceOf(flags);
   const topic = topicOf(flags);
   const input = taskInputOf(flags, topic);
-  createParTask(workspace, input, topic, new Date(), {
-    secrets: humanKeysFrom(),
-    ...(flags.keyId ? { keyId: flags.keyId } : {}),
-  });
+  try {
+    createParTask(workspace, input, topic, new Date(), {
+      secrets: humanKeysFrom(),
+      ...(flags.keyId ? { keyId: flags.keyId } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof PolicyFailedClosed)) throw error;
+    // The policy engine's answer to an invalid policy is `stop`: exit 4, as for any run it stops.
+    if (flags.json)
+      process.stdout.write(
+        `${JSON.stringify({ topic, final_status: 'stop', reason: error.message, decision: error.decision, cycles: 0 }, null, 2)}\n`,
+      );
+    log(`polish: par ${topic}: STOP before any cycle (nothing written): ${error.message}`);
+    return PAR_EXIT.stop;
+  }
   return execute(workspace, topic, flags);
 }
 

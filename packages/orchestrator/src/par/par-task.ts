@@ -4,21 +4,37 @@ import {
   ParTaskFileSchema,
   firstIssue,
   invalidInput,
-  isInvalidInput,
   type HumanDecision,
   type ParCheckpoint,
   type ParPolicy,
   type ParTaskFile,
   type ParTaskFileInput,
+  type PolicyDecision,
 } from '@polish/protocol';
-import { isVersionTwo, validateCheckpoint, validatePolicy } from './policy-engine.js';
+import { failClosed, isVersionTwo, validateCheckpoint, validatePolicy } from './policy-engine.js';
+import { parseStrictJson } from './strict-json.js';
 import { validateGoalPolicy } from './goal-engine.js';
 import { newGoal } from './goal-slices.js';
 import { checkHumanKey, signHumanRecord } from './human-records.js';
-import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeTaskFile } from './coord-files.js';
+import {
+  coordPaths,
+  readJsonFile,
+  readTaskFile,
+  readText,
+  readWorkspace,
+  resolveRef,
+  writeTaskFile,
+} from './coord-files.js';
 import { checkTaskSpec, pendingActionHash, signTaskSpec, specHash } from './task-spec.js';
 import { documentOf, parStateOf } from './par-state.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
+
+/** A task refused before it starts because its policy is invalid: the policy engine's `stop`, nothing written. */
+export class PolicyFailedClosed extends Error {
+  constructor(readonly decision: PolicyDecision) {
+    super(decision.reasons.join('; '));
+  }
+}
 
 /** The default checkpoint file of a workspace (agent-collab-harness layout). */
 export const DEFAULT_CHECKPOINT_REF = '.coord/task-checkpoint.json';
@@ -57,17 +73,9 @@ const issueOf = (error: Parameters<typeof firstIssue>[0]) => {
   return `${issue.path}: ${issue.message}`;
 };
 
-/**
- * The policy that holds the human keys: a v1 policy, or the base of a v2 one. Throws INVALID_INPUT
- * (field `policy <name>`) when the policy is invalid.
- */
-export function trustPolicy(raw: unknown, name = 'policy'): ParPolicy {
-  try {
-    return isVersionTwo(raw) ? validateGoalPolicy(raw).base_policy : validatePolicy(raw);
-  } catch (error) {
-    if (!isInvalidInput(error)) throw error;
-    throw invalidInput(name, error.message, { cause: error });
-  }
+/** The policy that holds the human keys: a v1 policy, or the base of a v2 one. Throws INVALID_INPUT when it is invalid. */
+export function trustPolicy(raw: unknown): ParPolicy {
+  return isVersionTwo(raw) ? validateGoalPolicy(raw).base_policy : validatePolicy(raw);
 }
 
 /** The checkpoint a new task starts from: task-checkpoint-1, or a goal (task-checkpoint-2) under a v2 policy. */
@@ -111,8 +119,17 @@ export function createParTask(
     task = parsed.data;
   }
   const policyPath = resolveRef(workspace, task.policy_ref);
-  const policyDocument = readJsonFile(policyPath, 'policy');
-  const policy = trustPolicy(policyDocument, `policy ${basename(policyPath, extname(policyPath))}`);
+  const policyName = basename(policyPath, extname(policyPath));
+  // A policy that cannot be read is a command that cannot run; one that is invalid fails closed.
+  const policyText = readText(policyPath, 'policy');
+  let policyDocument: unknown;
+  let policy: ParPolicy;
+  try {
+    policyDocument = parseStrictJson(policyText);
+    policy = trustPolicy(policyDocument);
+  } catch (error) {
+    throw new PolicyFailedClosed(failClosed(policyName, (error as Error).message));
+  }
   const unsigned = { ...task, spec_sha256: specHash(task), spec_authorization: null };
   const signed = {
     ...unsigned,

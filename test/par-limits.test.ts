@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import type { ParCycleMetrics } from '@polish/protocol';
-import { EXAMPLE, resume, run, workspace } from './support/par-workspace.js';
+import { createHash } from 'node:crypto';
+import { canonicalJson } from '@polish/orchestrator';
+import { EXAMPLE, FIXED, change, plan, resume, run, workspace } from './support/par-workspace.js';
 import { schemaErrors } from './support/agent-collab-schemas.js';
 
 // Issue 18: every PAR cycle measures what it used (tokens and cost per role, tasks, child tasks,
@@ -28,6 +30,40 @@ const outcome = (result: { code: number | null; stdout: string; stderr: string }
   expect(result.stdout, result.stderr).not.toBe('');
   return JSON.parse(result.stdout) as { final_status: string; reason: string; decision: { reasons: string[] } };
 };
+
+describe('PAR goal slices: waiting on a service', () => {
+  it('an infrastructure error makes the goal wait, records no failed retry, and resume tries the action again', async () => {
+    // The reviewer has no answer for this task: the par.review worker fails every time.
+    const ws = workspace({
+      policy: goals(),
+      script: {
+        'par.plan': [{ answer: plan('add the operands') }],
+        'par.act': [{ answer: change(FIXED) }],
+        'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }],
+      },
+    });
+    const first = await run(ws, [], ['--critique', 'review']);
+    expect(first.code, first.stderr).toBe(7);
+    const waiting = ws.document() as {
+      action_kind: string;
+      failure_history: unknown[];
+      task: { status: string; same_failure_retries: number };
+    };
+    expect(waiting).toMatchObject({
+      action_kind: 'wait',
+      failure_history: [],
+      task: { status: 'error', same_failure_retries: 0 },
+    });
+    const again = await resume(ws);
+    expect(again.code, again.stderr).toBe(7);
+    expect(ws.task().cycles.map((cycle) => cycle.verdict)).toEqual(['error', 'error']);
+    expect(ws.document()).toMatchObject({
+      action_kind: 'wait',
+      failure_history: [],
+      task: { same_failure_retries: 0 },
+    });
+  });
+});
 
 describe('PAR limits, one run per kind', () => {
   it('tool calls: a cycle dispatches plan, act and the command (3), and max_tool_calls 3 stops it', async () => {
@@ -144,6 +180,16 @@ describe('PAR limits, one run per kind', () => {
       next_step: '',
     });
     expect(document.history.map((event) => [event.request_id, event.totals.cycle])).toEqual([['par-t-slice-0', 1]]);
+    // Cycle 1's failure is recorded by what failed (the command critique), not by model or session.
+    const failures = (ws.document() as { failure_history: { identity: string; attempts: number }[] }).failure_history;
+    expect(failures.map((failure) => [failure.identity, failure.attempts])).toEqual([
+      [
+        createHash('sha256')
+          .update(canonicalJson(['critique:command', 'node test.js']))
+          .digest('hex'),
+        1,
+      ],
+    ]);
     // Resuming a finished goal runs no cycle and advances no slice.
     expect((await resume(ws)).code).toBe(0);
     expect([ws.task().cycles.length, ws.document().slice_id]).toEqual([2, 1]);

@@ -3,7 +3,7 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { firstIssue, isInvalidInput } from '@polish/protocol';
 import { canonicalJson } from '../par/canonical-json.js';
-import { validatePolicy } from '../par/policy-engine.js';
+import { trustPolicy } from '../par/goal-engine.js';
 import { checkHumanKey, signHumanRecord, verifyHumanRecord } from '../par/human-records.js';
 import { sha256 } from '../hash.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
@@ -147,7 +147,7 @@ export function decideMemoryProposal(
 ): MemoryProposal {
   const where = `${input.decision} ${id}`;
   if (!nonBlank.safeParse(input.rationale).success) throw memoryRefusal(`${where}: a rationale is required`);
-  const secret = checkHumanKey(validatePolicy(input.policy), input.secrets, input.keyId, where);
+  const secret = checkHumanKey(trustPolicy(input.policy), input.secrets, input.keyId, where);
   if (!existsSync(proposalsDir(coordDir))) throw memoryRefusal(`no proposal ${id}`);
   return withLock(coordDir, () => {
     const events = verifiedLog(coordDir);
@@ -203,7 +203,7 @@ function checkLogAndFiles(
   const fail = (problem: string): MemoryLogCheck => ({ events: log.events, ok: false, problem });
   try {
     if (keys) {
-      const policy = validatePolicy(keys.policy);
+      const policy = trustPolicy(keys.policy);
       for (const event of log.events)
         if (event.decision) verifyHumanRecord(event.decision, policy, keys.secrets, `events.jsonl: line ${event.seq}`);
     }

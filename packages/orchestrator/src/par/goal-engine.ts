@@ -8,6 +8,7 @@ import {
   type GoalDecision,
   type GoalPolicy,
   type GoalTotals,
+  type ParPolicy,
 } from '@polish/protocol';
 import {
   CONTEXT_METRICS,
@@ -15,6 +16,7 @@ import {
   decide,
   documentHash,
   effectiveLimits,
+  isVersionTwo,
   issueError,
   validatePolicy,
   verifyAuthorizations,
@@ -37,6 +39,11 @@ export function validateGoalPolicy(raw: unknown): GoalPolicy {
     throw invalidInput('policy', 'reviewer_reserve must leave an executor slot (below max_children_per_parent)');
   // The document itself: goal limits are weighed in the order they were written, as the harness does.
   return clone(raw) as GoalPolicy;
+}
+
+/** The policy that holds the human keys: a v1 policy, or the base of a v2 one. Throws INVALID_INPUT when it is invalid. */
+export function trustPolicy(raw: unknown): ParPolicy {
+  return isVersionTwo(raw) ? validateGoalPolicy(raw).base_policy : validatePolicy(raw);
 }
 
 /** The slice's own counters and usage: what `totals` adds to `baseline`. */

@@ -11,7 +11,7 @@ import {
 import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef } from './coord-files.js';
 import { evaluatePolicy } from './evaluate-policy.js';
 import { failClosed } from './policy-engine.js';
-import { trustPolicy } from './par-task.js';
+import { trustPolicy } from './goal-engine.js';
 import { checkTaskSpec, pendingActionHash } from './task-spec.js';
 import { parStateOf, type ParState } from './par-state.js';
 import { approvedLessons } from '../memory/approved-lessons.js';

@@ -11,9 +11,9 @@ import {
   type ParTaskFileInput,
   type PolicyDecision,
 } from '@polish/protocol';
-import { failClosed, isVersionTwo, validateCheckpoint, validatePolicy } from './policy-engine.js';
+import { failClosed, isVersionTwo, validateCheckpoint } from './policy-engine.js';
 import { parseStrictJson } from './strict-json.js';
-import { validateGoalPolicy } from './goal-engine.js';
+import { trustPolicy } from './goal-engine.js';
 import { newGoal } from './goal-slices.js';
 import { checkHumanKey, signHumanRecord } from './human-records.js';
 import {
@@ -72,11 +72,6 @@ const issueOf = (error: Parameters<typeof firstIssue>[0]) => {
   const issue = firstIssue(error);
   return `${issue.path}: ${issue.message}`;
 };
-
-/** The policy that holds the human keys: a v1 policy, or the base of a v2 one. Throws INVALID_INPUT when it is invalid. */
-export function trustPolicy(raw: unknown): ParPolicy {
-  return isVersionTwo(raw) ? validateGoalPolicy(raw).base_policy : validatePolicy(raw);
-}
 
 /** The checkpoint a new task starts from: task-checkpoint-1, or a goal (task-checkpoint-2) under a v2 policy. */
 function freshDocument(task: ParTaskFile, topic: string, now: Date, goal: boolean): unknown {

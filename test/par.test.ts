@@ -4,94 +4,28 @@ import { cpSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { ParCheckpointSchema, ParTaskFileSchema } from '@polish/protocol';
 import { canonicalJson } from '@polish/orchestrator';
 import { createHmac } from 'node:crypto';
-import { parse, stringify } from 'yaml';
-import { polish, REPO } from './support/cli.js';
+import { parse } from 'yaml';
+import { polish } from './support/cli.js';
+import {
+  BUGGY,
+  EXAMPLE,
+  FIXED,
+  SECRET,
+  basePolicy,
+  change,
+  env,
+  plan,
+  resume,
+  run,
+  workspace,
+} from './support/par-workspace.js';
 import { startPolish } from './support/processes.js';
 
 // Plan-act-reflect end to end: `polish par` with an embedded nats-server, real worker processes
 // (par.plan, par.act, and par.command running `node test.js` in a temporary copy), and the
 // scripted model as the agent. The sample project has a failing test the agent must fix.
-
-const EXAMPLE = `${REPO}examples/par/`;
-const SECRET = 'an approver secret';
-const basePolicy = JSON.parse(readFileSync(`${EXAMPLE}policy.json`, 'utf8'));
-
-const BUGGY = 'function add(a, b) {\n  return a - b;\n}\nmodule.exports = { add };\n';
-const FIXED = 'function add(a, b) {\n  return a + b;\n}\nmodule.exports = { add };\n';
-const change = (content: string, passed = true) => ({
-  changes: [{ path: 'add.js', content }],
-  self_assessment: { passed, notes: 'done' },
-});
-const plan = (summary: string) => ({ plan_summary: summary, action: summary });
-
-/** A workspace with the sample project, a policy, and a script for the agent. */
-function workspace(
-  options: { limits?: Record<string, number>; script?: unknown; keyHashes?: Record<string, string> } = {},
-) {
-  const directory = mkdtempSync(join(tmpdir(), 'polish-par-'));
-  cpSync(`${EXAMPLE}project`, directory, { recursive: true });
-  const policy = {
-    ...basePolicy,
-    limits: { ...basePolicy.limits, ...options.limits },
-    human_authorization: { key_hashes: options.keyHashes ?? {} },
-  };
-  writeFileSync(join(directory, 'policy.json'), JSON.stringify(policy));
-  const script = join(directory, '..', `${directory.split('/').at(-1)}-script.yaml`);
-  writeFileSync(
-    script,
-    options.script === undefined ? readFileSync(`${EXAMPLE}script.yaml`, 'utf8') : stringify(options.script),
-  );
-  const read = (path: string) => readFileSync(join(directory, path), 'utf8');
-  return {
-    directory,
-    script,
-    read,
-    task: () => ParTaskFileSchema.parse(parse(read('.coord/par_t.yml'))),
-    checkpoint: () => ParCheckpointSchema.parse(JSON.parse(read('.coord/task-checkpoint.json'))),
-  };
-}
-
-type Workspace = ReturnType<typeof workspace>;
-const env = (keys?: Record<string, string>) => ({
-  ...process.env,
-  ...(keys ? { AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify(keys) } : {}),
-});
-
-function run(
-  ws: Workspace,
-  extra: string[] = [],
-  critique: string[] = ['--critique', 'command', '--command', 'node test.js'],
-) {
-  return polish(
-    [
-      'par',
-      'run',
-      '--topic',
-      't',
-      '--workspace',
-      ws.directory,
-      '--goal',
-      'make add() add',
-      '--acceptance',
-      'node test.js passes',
-      ...critique,
-      '--policy',
-      'policy.json',
-      '--script',
-      ws.script,
-      '--json',
-      ...extra,
-    ],
-    { env: env({ alice: SECRET }) },
-  );
-}
-const resume = (ws: Workspace, keys: Record<string, string> = { alice: SECRET }) =>
-  polish(['par', 'resume', '--topic', 't', '--workspace', ws.directory, '--script', ws.script, '--json'], {
-    env: env(keys),
-  });
 
 describe('polish par', () => {
   it('fixes a failing test: cycle 1 fails its command critique, cycle 2 passes, and PASS cites the command output', async () => {
@@ -557,5 +491,26 @@ describe('polish par', () => {
     const noTopic = await polish(['par', 'resume', '--topic', 'nothing-here', '--workspace', ws.directory]);
     expect(noTopic.code).toBe(2);
     expect(() => ws.read('.coord/par_t.yml')).toThrow();
+  });
+
+  it('an invalid policy fails closed: the policy engine stops the task (exit 4), and nothing is written (issue 18)', async () => {
+    const ws = workspace();
+    writeFileSync(
+      join(ws.directory, 'policy.json'),
+      JSON.stringify({ ...basePolicy, limits: { ...basePolicy.limits, max_concurrency: 99 } }),
+    );
+    const outcome = await run(ws);
+    expect(outcome.code).toBe(4);
+    expect(JSON.parse(outcome.stdout)).toMatchObject({
+      final_status: 'stop',
+      decision: {
+        decision: 'stop',
+        policy_hash: null,
+        reasons: ['evaluation_error:policy: limits.max_concurrency must be at most limits.max_children_per_parent'],
+      },
+    });
+    expect(outcome.stderr).toContain('STOP before any cycle (nothing written)');
+    expect(() => ws.read('.coord/par_t.yml')).toThrow();
+    expect(() => ws.read('.coord/task-checkpoint.json')).toThrow();
   });
 });

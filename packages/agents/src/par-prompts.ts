@@ -19,6 +19,7 @@ export const PLAN_SYSTEM = [
   'You own a task and work in cycles: plan, act, then an outside critique (tests, a reviewer or a score) judges the result.',
   'Plan the smallest action that could add evidence towards the acceptance criteria. Learn from your earlier cycles: do not repeat an action whose critique failed the same way.',
   'Criteria marked as human gates are decided by a person; never plan to pass them yourself.',
+  'Lessons approved by a person from earlier runs, when given, are advice about how to work here: weigh them, they are not criteria.',
   FILES_ARE_DATA,
   'Answer with only a JSON object: {"plan_summary": "<one line, at most 200 characters>", "action": "<what exactly to change and why>"}.',
 ].join('\n');
@@ -58,8 +59,13 @@ const historyBlock = (history: readonly CycleMemory[]) =>
     ? 'Earlier cycles: none (this is the first).'
     : `Earlier cycles:\n${history.map((cycle) => `- cycle ${cycle.cycle}: ${cycle.plan_summary} → ${cycle.verdict}: ${cycle.critique}`).join('\n')}`;
 
+const lessonsBlock = (lessons: ParPlanPayload['lessons']) =>
+  lessons && lessons.length > 0
+    ? `Approved lessons:\n${lessons.map((lesson) => `- ${lesson.lesson} (${lesson.target_ref})`).join('\n')}\n\n`
+    : '';
+
 export function planPrompt(payload: ParPlanPayload): string {
-  return `Goal: ${payload.goal}\n\nAcceptance criteria:\n${criteriaBlock(payload.acceptance_criteria)}\n\n${historyBlock(payload.history)}\n\n${filesBlock(payload.artifact)}`;
+  return `Goal: ${payload.goal}\n\nAcceptance criteria:\n${criteriaBlock(payload.acceptance_criteria)}\n\n${lessonsBlock(payload.lessons)}${historyBlock(payload.history)}\n\n${filesBlock(payload.artifact)}`;
 }
 
 export function actPrompt(payload: ParActPayload): string {

@@ -7,6 +7,12 @@ import { workerCommand } from './commands/worker.js';
 import { serveCommand } from './commands/serve.js';
 import { controlCommand } from './commands/control.js';
 import { policyEvaluateCommand, policyValidateCommand } from './commands/policy.js';
+import {
+  checkpointAdvanceCommand,
+  checkpointMigrateCommand,
+  checkpointValidateCommand,
+  doctorCommand,
+} from './commands/policy-checkpoint.js';
 import { parDecideCommand, parResumeCommand, parRunCommand } from './commands/par.js';
 import { registerMemoryCommands } from './commands/memory.js';
 import { inspectCommand } from './commands/inspect.js';
@@ -214,21 +220,59 @@ program
 
 const policy = program
   .command('policy')
-  .description('the plan-act-reflect policy engine (agent-collab-harness v1 files)');
+  .description('the plan-act-reflect policy engine (agent-collab-harness v1 files and v2 goal slices)');
 policy
   .command('validate')
-  .description('check a policy file; exit 0 valid, 2 invalid')
-  .option('--policy <file>', 'agent-policy-1 JSON file')
+  .description('check a policy file (v1 or v2); exit 0 valid, 2 invalid')
+  .option('--policy <file>', 'agent-policy-1 or agent-policy-2 JSON file')
+  .option('--json', 'JSON output (always)')
   .action((flags) => {
     process.exitCode = policyValidateCommand(flags);
   });
 policy
   .command('evaluate')
-  .description('decide continue / checkpoint / stop; exit 0, 3, 4 (2 when the input is invalid: it fails closed)')
-  .option('--policy <file>', 'agent-policy-1 JSON file')
-  .option('--checkpoint <file>', 'task-checkpoint-1 JSON file')
+  .description('decide continue / checkpoint / stop; exit 0, 3, 4 (invalid input fails closed: stop, 4)')
+  .option('--policy <file>', 'agent-policy-1 or agent-policy-2 JSON file')
+  .option('--checkpoint <file>', 'task-checkpoint-1 or task-checkpoint-2 JSON file')
+  .option('--json', 'JSON output (always)')
   .action((flags) => {
     process.exitCode = policyEvaluateCommand(flags);
+  });
+const checkpoint = policy.command('checkpoint').description('checkpoint operations (as `agent-collab checkpoint`)');
+checkpoint
+  .command('validate')
+  .description('check a checkpoint file (v1 or v2); exit 0 valid, 2 invalid')
+  .option('--checkpoint <file>', 'task-checkpoint-1 or task-checkpoint-2 JSON file')
+  .option('--json', 'JSON output (always)')
+  .action((flags) => {
+    process.exitCode = checkpointValidateCommand(flags);
+  });
+checkpoint
+  .command('advance')
+  .description('advance an eligible v2 slice in place, once per request id (compare-and-swap); exit 0, 2 refused')
+  .option('--checkpoint <file>', 'task-checkpoint-2 JSON file')
+  .option('--policy <file>', 'agent-policy-2 JSON file')
+  .option('--request-id <id>', 'a stable id for this transition: a repeat changes nothing')
+  .option('--expected-sha256 <hash>', "the SHA-256 of the checkpoint file's bytes as you read it")
+  .action((flags) => {
+    process.exitCode = checkpointAdvanceCommand(flags);
+  });
+checkpoint
+  .command('migrate')
+  .description('write a v2 copy of a v1 checkpoint at a new path (the old file is untouched); exit 0, 2 refused')
+  .option('--checkpoint <file>', 'task-checkpoint-1 JSON file')
+  .option('--policy <file>', 'agent-policy-2 JSON file')
+  .option('--metadata <file>', 'JSON object with exactly goal_id and next_step')
+  .option('--output <file>', 'the new checkpoint (must not exist)')
+  .action((flags) => {
+    process.exitCode = checkpointMigrateCommand(flags);
+  });
+policy
+  .command('doctor')
+  .description('read-only configuration check (AGENT_COLLAB_POLICY, AGENT_COLLAB_HUMAN_KEYS_JSON); exit 0 ok, 2')
+  .option('--json', 'JSON output (always)')
+  .action(() => {
+    process.exitCode = doctorCommand();
   });
 
 const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -259,10 +303,17 @@ parOptions(
     .option('--command <shell>', 'command or score: the shell command run against the artifact in a temporary copy')
     .option('--threshold <number>', 'score: the lowest passing score (the last number the command prints)')
     .option('--critique-timeout <seconds>', 'command or score: how long the command may run (default 300)')
-    .option('--policy <file>', 'the agent-policy-1 JSON file, relative to the workspace')
+    .option(
+      '--policy <file>',
+      'the policy JSON file (agent-policy-1, or -2 for goal slices), relative to the workspace',
+    )
     .option(
       '--checkpoint <file>',
-      `the task-checkpoint-1 file, relative to the workspace (default ${'.coord/task-checkpoint.json'})`,
+      `the checkpoint file (task-checkpoint-1, or -2 under a v2 policy), relative to the workspace (default ${'.coord/task-checkpoint.json'})`,
+    )
+    .option(
+      '--key-id <id>',
+      'under a policy that pins human keys: the key that signs the task spec (default: the first whose secret is set)',
     ),
 ).action(async (flags) => {
   process.exitCode = await parRunCommand(flags);

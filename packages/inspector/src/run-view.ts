@@ -1,6 +1,6 @@
 import { diffLines } from 'diff';
 import type { AnyStateMachine } from 'xstate';
-import type { ParCycleRecord, PolicyDecision, RunEvent, TaskRole } from '@polish/protocol';
+import type { ParCycleRecord, AnyPolicyDecision, RunEvent, TaskRole } from '@polish/protocol';
 
 /** A statechart as the page draws it: the machine's own states and transitions. */
 export interface MachineGraph {
@@ -92,7 +92,13 @@ export interface RunView {
   /** criteria × iterations: per iteration, per criterion id, pass and the gap. */
   grid: { iteration: number; cells: Record<string, { pass: boolean; gap: string | null }> }[];
   versions: ArtifactVersion[];
-  par: { topic: string; goal: string; critique: string; cycles: ParCycleRecord[]; decisions: PolicyDecision[] } | null;
+  par: {
+    topic: string;
+    goal: string;
+    critique: string;
+    cycles: ParCycleRecord[];
+    decisions: AnyPolicyDecision[];
+  } | null;
   final: { status: string; reason: string | null; detail: Record<string, unknown> } | null;
 }
 

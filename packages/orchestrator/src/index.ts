@@ -21,13 +21,20 @@ export { ensureEventStream } from './streams.js';
 // Plan-act-reflect (DESIGN §2): the machine, running a task, its files and human gates.
 export { parMachine } from './par/par-machine.js';
 export { runPar, newParRunId, type ParRunOptions, type ParRunResult } from './par/run-par.js';
-export { createParTask, recordHumanDecision, DEFAULT_CHECKPOINT_REF } from './par/par-task.js';
+export { createParTask, recordHumanDecision, PolicyFailedClosed, DEFAULT_CHECKPOINT_REF } from './par/par-task.js';
 export { coordPaths, readTaskFile, readJsonFile } from './par/coord-files.js';
 export { checkGitWorkspace } from './par/git-workspace.js';
 
-// The PAR policy engine (agent-collab-harness compatible).
-export { evaluatePolicy, validatePolicy, failClosed, humanKeysFrom, policyHash } from './par/policy-engine.js';
-export { canonicalJson } from './par/canonical-json.js';
+// The PAR policy engine (agent-collab-harness compatible): v1 files and v2 goal slices.
+export { evaluatePolicy, evaluateDocuments } from './par/evaluate-policy.js';
+export { validatePolicy, checkCheckpoint, failClosed, policyHash, isVersionTwo } from './par/policy-engine.js';
+export { validateGoalPolicy, validateGoalCheckpoint, evaluateGoal, refreshTotals } from './par/goal-engine.js';
+export { newGoal, advanceCheckpoint, migrateGoal } from './par/goal-slices.js';
+export { recordFailure, permitCorrectedAttempt, type FailureInput } from './par/goal-failures.js';
+export { advanceGoalFile, createGoalFile, readGoalFile } from './par/checkpoint-store.js';
+export { humanKeysFrom, signHumanRecord } from './par/human-records.js';
+export { parseStrictJson } from './par/strict-json.js';
+export { canonicalJson, prettySortedJson } from './par/canonical-json.js';
 
 // Memory proposals: lessons applied only with a signed human approval.
 export {

@@ -10,6 +10,7 @@ import { RunEventSchema } from './run-event.js';
 import { PriceTableSchema, UsageSchema } from './usage.js';
 import { ExtendRequestSchema, RunIdRequestSchema, RunServiceReplySchema, SubmitRequestSchema } from './run-service.js';
 import { ParCheckpointSchema, ParPolicySchema, PolicyDecisionSchema } from './par-policy.js';
+import { GoalCheckpointSchema, GoalDecisionSchema, GoalPolicySchema } from './par-goal.js';
 import {
   ParActPayloadSchema,
   ParActionSchema,
@@ -47,6 +48,9 @@ const WIRE_SCHEMAS = {
   'par.policy': ParPolicySchema,
   'par.checkpoint': ParCheckpointSchema,
   'par.policy-decision': PolicyDecisionSchema,
+  'par.goal-policy': GoalPolicySchema,
+  'par.goal-checkpoint': GoalCheckpointSchema,
+  'par.goal-decision': GoalDecisionSchema,
   'payload.par.plan': ParPlanPayloadSchema,
   'payload.par.act': ParActPayloadSchema,
   'payload.par.review': ParReviewPayloadSchema,

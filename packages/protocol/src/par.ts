@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { GoalUsageSchema } from './par-goal.js';
 
 // Plan-act-reflect (DESIGN §2): the roles, the payloads that cross the wire, and the answers.
 // The artifact of a PAR run is a small project: a map of relative path → UTF-8 text.
@@ -54,12 +55,22 @@ export const CycleMemorySchema = z.strictObject({
 });
 export type CycleMemory = z.infer<typeof CycleMemorySchema>;
 
-/** `par.plan` input: the goal, the criteria, the artifact and the agent's own earlier cycles. */
+/** A lesson a human approved (a memory proposal of the same topic), as the planner is given it. */
+export const ParLessonSchema = z.strictObject({
+  /** The memory proposal it comes from (`mp-…`). */
+  id: z.string().regex(/^mp-[a-f0-9]{12}$/),
+  target_ref: nonBlank,
+  lesson: nonBlank.max(2000),
+});
+export type ParLesson = z.infer<typeof ParLessonSchema>;
+
+/** `par.plan` input: the goal, the criteria, the artifact, the agent's own earlier cycles, and approved lessons. */
 export const ParPlanPayloadSchema = z.strictObject({
   goal: nonBlank,
   acceptance_criteria: AcceptanceListSchema,
   artifact: ParFilesSchema,
   history: z.array(CycleMemorySchema),
+  lessons: z.array(ParLessonSchema).max(32).optional(),
 });
 /** The smallest action that could add acceptance evidence, and a one-line summary of it. */
 export const ParPlanSchema = z.strictObject({
@@ -144,6 +155,29 @@ export type CritiqueSourceSpec = z.infer<typeof CritiqueSourceSchema>;
 export const ParFinalStatusSchema = z.enum(['pass', 'checkpoint', 'stop', 'error', 'needs-human']);
 export type ParFinalStatus = z.infer<typeof ParFinalStatusSchema>;
 
+const tokens = z.int().min(0);
+/** What one role used in a cycle: model tokens (cached input apart) and cost; null is unknown, never 0. */
+export const ParRoleUsageSchema = z.strictObject({ calls: z.int().min(0), ...GoalUsageSchema.shape });
+export type ParRoleUsage = z.infer<typeof ParRoleUsageSchema>;
+
+/**
+ * What a cycle used, measured: per role usage, dispatched tasks, child tasks (a reviewer or a
+ * command critique), time, transcript bytes, and the sizes of what the agent was given (tokens
+ * estimated as ⌈UTF-8 bytes / 4⌉) and of the child's result (words).
+ */
+export const ParCycleMetricsSchema = z.strictObject({
+  by_role: z.record(z.string(), ParRoleUsageSchema),
+  tool_calls: z.int().min(0),
+  children_spawned: z.int().min(0),
+  elapsed_seconds: z.number().min(0),
+  transcript_bytes: z.int().min(0),
+  task_packet_tokens: tokens,
+  parent_summary_tokens: tokens,
+  memory_digest_tokens: tokens,
+  child_result_words: tokens,
+});
+export type ParCycleMetrics = z.infer<typeof ParCycleMetricsSchema>;
+
 /** One cycle as `.coord/par_<topic>.yml` records it. */
 export const ParCycleRecordSchema = z.strictObject({
   cycle: z.int().min(1),
@@ -158,20 +192,48 @@ export const ParCycleRecordSchema = z.strictObject({
   failure_signature: z.string().nullable(),
   /** The policy decision's reasons after this cycle. */
   policy_reasons: z.array(z.string()),
+  /** What the cycle used (absent in files written before polish measured it). */
+  metrics: ParCycleMetricsSchema.optional(),
+  /** The approved lessons the planner was given (memory proposal ids). */
+  lessons: z.array(z.string()).optional(),
 });
 export type ParCycleRecord = z.infer<typeof ParCycleRecordSchema>;
+
+/** A human's signature over the task spec (goal, criteria and human gates, critique, files), made when the task is created. */
+export const SpecAuthorizationSchema = z.strictObject({
+  spec_sha256: z.string().regex(/^[a-f0-9]{64}$/),
+  actor: z.string().regex(/^human:\S+$/),
+  timestamp: z.iso.datetime({ offset: true }),
+  authorization: z.strictObject({
+    scheme: z.literal('hmac-sha256'),
+    key_id: z.string().regex(/^\S+$/),
+    signature: z.string().regex(/^[a-f0-9]{64}$/),
+  }),
+});
+export type SpecAuthorization = z.infer<typeof SpecAuthorizationSchema>;
 
 /** `.coord/par_<topic>.yml` (schema_version 2): the task, and every cycle so far. */
 export const ParTaskFileSchema = z.strictObject({
   schema_version: z.literal(2),
   topic: z.string().regex(/^[a-z0-9][a-z0-9_-]{0,63}$/, 'a topic is lower-case letters, digits, - and _ (at most 64)'),
   goal: nonBlank,
-  /** The agent-policy-1 file, relative to the workspace. */
+  /** The policy file (agent-policy-1 or agent-policy-2), relative to the workspace. */
   policy_ref: nonBlank,
-  /** The task-checkpoint-1 file, relative to the workspace. */
+  /** The checkpoint file (task-checkpoint-1, or -2 with a v2 policy), relative to the workspace. */
   checkpoint_ref: nonBlank,
   acceptance_criteria: AcceptanceListSchema,
   critique_source: CritiqueSourceSchema,
+  /**
+   * SHA-256 of the task spec (topic, goal, policy_ref, checkpoint_ref, acceptance_criteria with
+   * their human gates, critique_source) when the task was created: editing any of it later is
+   * refused. Polish writes it; a hand-written file gets it when it is started.
+   */
+  spec_sha256: z
+    .string()
+    .regex(/^[a-f0-9]{64}$/)
+    .optional(),
+  /** The spec signed by a key of the policy (required when the policy pins human keys). */
+  spec_authorization: SpecAuthorizationSchema.nullable().optional(),
   cycles: z.array(ParCycleRecordSchema),
   final_status: ParFinalStatusSchema.nullable(),
 });

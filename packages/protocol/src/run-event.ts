@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { TaskRoleSchema } from './roles.js';
-import { PolicyDecisionSchema } from './par-policy.js';
+import { AnyPolicyDecisionSchema } from './par-goal.js';
 import { AcceptanceListSchema, CritiqueSourceSchema, ParCycleRecordSchema, ParFinalStatusSchema } from './par.js';
 import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
@@ -123,7 +123,7 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     record: ParCycleRecordSchema,
     checkpoint_status: z.string(),
   }),
-  z.strictObject({ ...eventFields, type: z.literal('par.decision'), decision: PolicyDecisionSchema }),
+  z.strictObject({ ...eventFields, type: z.literal('par.decision'), decision: AnyPolicyDecisionSchema }),
   z.strictObject({
     ...eventFields,
     type: z.literal('par.finished'),

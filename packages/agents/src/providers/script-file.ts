@@ -15,6 +15,8 @@ const WhenSchema = z.strictObject({
   history_length: z.int().min(0).optional(),
   /** PAR: text the agent's earlier plan summaries or critiques contain. */
   history_contains: z.string().optional(),
+  /** PAR: text one of the approved lessons given to the planner contains. */
+  lessons_contain: z.string().optional(),
 });
 
 const RuleSchema = z

@@ -36,12 +36,16 @@ function matches(rule: ScriptRule, payload: Readonly<Record<string, unknown>>): 
     : [];
   const goal = typeof payload.goal === 'string' ? payload.goal : '';
   const gaps = Array.isArray(payload.blocking_gaps) ? payload.blocking_gaps.map(String) : [];
+  const lessons = Array.isArray(payload.lessons)
+    ? (payload.lessons as { lesson: string }[]).map((entry) => entry.lesson)
+    : [];
   return (
     (when.artifact_contains === undefined || artifact.includes(when.artifact_contains)) &&
     (when.artifact_not_contains === undefined || !artifact.includes(when.artifact_not_contains)) &&
     (when.goal_contains === undefined || goal.includes(when.goal_contains)) &&
     (when.gaps_contain === undefined || gaps.some((gap) => gap.includes(when.gaps_contain ?? ''))) &&
     (when.history_length === undefined || history.length === when.history_length) &&
+    (when.lessons_contain === undefined || lessons.some((lesson) => lesson.includes(when.lessons_contain ?? ''))) &&
     (when.history_contains === undefined ||
       history.some((cycle) => `${cycle.plan_summary}\n${cycle.critique}`.includes(when.history_contains ?? '')))
   );

@@ -6,6 +6,7 @@ import {
   checkGitWorkspace,
   coordPaths,
   createParTask,
+  PolicyFailedClosed,
   humanKeysFrom,
   readTaskFile,
   recordHumanDecision,
@@ -14,7 +15,7 @@ import {
 } from '@polish/orchestrator';
 import { invalidInput, type CritiqueSourceSpec, type ParTaskFileInput, type TaskRole } from '@polish/protocol';
 import { PAR_EXIT } from '../exit-codes.js';
-import { describeModels, resolveModels, type ModelFlags } from '../models.js';
+import { describeModels, resolveModels, resolvePrices, type ModelFlags } from '../models.js';
 import { openRuntime } from '../runtime.js';
 import { readTopology, type TopologyFlags } from './run.js';
 import { abortOnInterrupt } from '../interrupts.js';
@@ -41,6 +42,7 @@ export interface ParRunFlags extends ParCommonFlags {
   critiqueTimeout?: string;
   policy?: string;
   checkpoint?: string;
+  keyId?: string;
 }
 
 function workspaceOf(flags: ParCommonFlags): string {
@@ -98,7 +100,7 @@ function taskInputOf(flags: ParRunFlags, topic: string): ParTaskFileInput | null
   if (!flags.goal && !flags.acceptance && !flags.critique && !flags.policy) return null;
   if (!flags.goal) throw invalidInput('goal', 'required: --goal "what the task must achieve"');
   if (!flags.acceptance?.length) throw invalidInput('acceptance', 'required: at least one --acceptance "criterion"');
-  if (!flags.policy) throw invalidInput('policy', 'required: --policy file.json (agent-policy-1)');
+  if (!flags.policy) throw invalidInput('policy', 'required: --policy file.json (agent-policy-1 or -2)');
   return {
     schema_version: 2,
     topic,
@@ -130,6 +132,7 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   const roles = rolesFor(task.critique_source);
   const topology = readTopology(flags);
   const models = topology.natsUrl ? undefined : resolveModels(flags, process.env, roles);
+  const prices = models?.prices ?? resolvePrices(flags);
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const mode = inspectModeOf(flags);
   const interrupt = abortOnInterrupt();
@@ -145,6 +148,7 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
         runId,
         dispatcher: runtime.dispatcher,
         humanKeys,
+        prices,
         signal: interrupt.signal,
         onProgress: log,
         onEvent: observed.onEvent,
@@ -185,7 +189,21 @@ export async function parRunCommand(flags: ParRunFlags): Promise<number> {
   const workspace = workspaceOf(flags);
   const topic = topicOf(flags);
   const input = taskInputOf(flags, topic);
-  createParTask(workspace, input, topic, new Date());
+  try {
+    createParTask(workspace, input, topic, new Date(), {
+      secrets: humanKeysFrom(),
+      ...(flags.keyId ? { keyId: flags.keyId } : {}),
+    });
+  } catch (error) {
+    if (!(error instanceof PolicyFailedClosed)) throw error;
+    // The policy engine's answer to an invalid policy is `stop`: exit 4, as for any run it stops.
+    if (flags.json)
+      process.stdout.write(
+        `${JSON.stringify({ topic, final_status: 'stop', reason: error.message, decision: error.decision, cycles: 0 }, null, 2)}\n`,
+      );
+    log(`polish: par ${topic}: STOP before any cycle (nothing written): ${error.message}`);
+    return PAR_EXIT.stop;
+  }
   return execute(workspace, topic, flags);
 }
 

@@ -1,65 +1,113 @@
 import { readFileSync } from 'node:fs';
 import { basename, extname } from 'node:path';
-import { evaluatePolicy, failClosed, humanKeysFrom, policyHash, validatePolicy } from '@polish/orchestrator';
-import { PolishError, invalidInput } from '@polish/protocol';
-import { POLICY_EXIT } from '../exit-codes.js';
+import {
+  evaluatePolicy,
+  failClosed,
+  humanKeysFrom,
+  isVersionTwo,
+  parseStrictJson,
+  policyHash,
+  prettySortedJson,
+  validateGoalPolicy,
+  validatePolicy,
+} from '@polish/orchestrator';
+import { invalidInput } from '@polish/protocol';
+import { EXIT, POLICY_EXIT } from '../exit-codes.js';
 
-function readJson(path: string): unknown {
-  const text = readFileSync(path, 'utf8');
+// `polish policy validate|evaluate`: the agent-collab harness's `agent-collab policy …`, with its
+// outputs (JSON, keys sorted) and exit codes: 0 valid or continue, 3 checkpoint, 4 stop (every
+// evaluation error fails closed to stop), 2 an invalid document to validate, or a command line
+// polish cannot act on (a missing flag, a path it cannot read).
+
+/** A path given on the command line that cannot be read: the command cannot run (exit 2). */
+export class UnreadablePath extends Error {}
+
+/** Reads a path given on the command line. Throws UnreadablePath when it cannot be read. */
+export function readArgument(path: string): string {
   try {
-    return JSON.parse(text);
+    return readFileSync(path, 'utf8');
   } catch (error) {
-    throw new PolishError('INVALID_INPUT', `${basename(path)} is not JSON (${(error as Error).message})`, {
-      field: basename(path),
-    });
+    throw new UnreadablePath(
+      `cannot read JSON object ${path}: ${(error as NodeJS.ErrnoException).code ?? (error as Error).message}`,
+    );
   }
 }
 
-const versionTwo = (document: unknown) => (document as { schema_version?: unknown } | null)?.schema_version === 2;
-const v2Refusal = () =>
-  new PolishError(
-    'INVALID_INPUT',
-    'version-2 ("goal slice") files are recognised but their rules are not implemented in polish yet',
-    { field: 'schema_version' },
-  );
-
-/** `polish policy validate --policy P`: prints {valid, policy_id, policy_hash} or the problem. */
-export function policyValidateCommand(flags: { policy?: string }): number {
-  if (!flags.policy) throw invalidInput('policy', 'required: --policy file.json');
+/** Parses a document as the harness does (strict JSON, an object). Throws an Error naming the problem. */
+export function parseDocument(text: string, path: string): Record<string, unknown> {
+  let value: unknown;
   try {
-    const document = readJson(flags.policy);
-    if (versionTwo(document)) throw v2Refusal();
-    const policy = validatePolicy(document);
-    const hash = policyHash(policy);
-    process.stdout.write(`${JSON.stringify({ valid: true, policy_id: policy.policy_id, policy_hash: hash })}\n`);
-    return 0;
+    value = parseStrictJson(text);
   } catch (error) {
-    process.stdout.write(`${JSON.stringify({ valid: false, error: (error as Error).message })}\n`);
-    return 2;
+    throw new Error(`cannot read JSON object ${path}: ${(error as Error).message}`);
+  }
+  if (!value || typeof value !== 'object' || Array.isArray(value)) throw new Error(`expected JSON object: ${path}`);
+  return value as Record<string, unknown>;
+}
+
+/** Prints a value as the harness does: JSON, keys sorted, indented by 2. */
+export const emit = (value: unknown) => process.stdout.write(prettySortedJson(value));
+
+/** `{schema_version 1, ok false, kind, path, errors}`: the harness's answer for an invalid document. */
+export const invalidDocument = (kind: string, path: string, error: unknown) => ({
+  schema_version: 1,
+  ok: false,
+  kind,
+  path,
+  errors: [(error as Error).message],
+});
+
+const required = (value: string | undefined, flag: string, what: string): string => {
+  if (!value) throw invalidInput(flag, `required: --${flag} ${what}`);
+  return value;
+};
+
+/** `polish policy validate --policy P`: the policy's id and hash, or why it is invalid (exit 2). */
+export function policyValidateCommand(flags: { policy?: string }): number {
+  const path = required(flags.policy, 'policy', 'file.json');
+  try {
+    const document = parseDocument(readArgument(path), path);
+    const policy = isVersionTwo(document) ? validateGoalPolicy(document) : validatePolicy(document);
+    emit({
+      schema_version: 1,
+      ok: true,
+      kind: 'policy',
+      path,
+      policy_id: policy.policy_id,
+      policy_hash: policyHash(document),
+      errors: [],
+      valid: true,
+    });
+    return EXIT.CONVERGED;
+  } catch (error) {
+    emit({ ...invalidDocument('policy', path, error), valid: false, error: (error as Error).message });
+    return EXIT.INVALID_INPUT;
   }
 }
 
 /**
- * `polish policy evaluate --policy P --checkpoint C`: prints the PolicyDecision (policy-decision-1)
- * for harness-written files. Unreadable or invalid input fails closed (stop) and exits 2.
+ * `polish policy evaluate --policy P --checkpoint C`: the decision (policy-decision-1, or -2 for
+ * goal slices) and its exit code. Invalid input fails closed: the `stop` decision, exit 4; a path
+ * that cannot be read also prints that decision, and exits 2.
  */
 export function policyEvaluateCommand(flags: { policy?: string; checkpoint?: string }): number {
-  if (!flags.policy) throw invalidInput('policy', 'required: --policy file.json');
-  if (!flags.checkpoint) throw invalidInput('checkpoint', 'required: --checkpoint file.json');
-  const policyName = basename(flags.policy, extname(flags.policy));
-  let policy: unknown;
-  let checkpoint: unknown;
-  let humanKeys: Record<string, string>;
+  const policyPath = required(flags.policy, 'policy', 'file.json');
+  const checkpointPath = required(flags.checkpoint, 'checkpoint', 'file.json');
+  const policyName = basename(policyPath, extname(policyPath));
   try {
-    policy = readJson(flags.policy);
-    checkpoint = readJson(flags.checkpoint);
-    if (versionTwo(policy) || versionTwo(checkpoint)) throw v2Refusal();
-    humanKeys = humanKeysFrom();
+    const checkpointText = readArgument(checkpointPath);
+    const policyText = readArgument(policyPath);
+    const checkpoint = parseDocument(checkpointText, checkpointPath);
+    const policy = parseDocument(policyText, policyPath);
+    const decision = evaluatePolicy({ policy, checkpoint, policyName, humanKeys: humanKeysFrom() });
+    emit(decision);
+    return POLICY_EXIT[decision.decision];
   } catch (error) {
-    process.stdout.write(`${JSON.stringify(failClosed(policyName, (error as Error).message), null, 2)}\n`);
-    return 2;
+    emit(failClosed(policyName, (error as Error).message));
+    if (error instanceof UnreadablePath) {
+      process.stderr.write(`polish: invalid input: ${error.message}\n`);
+      return EXIT.INVALID_INPUT;
+    }
+    return POLICY_EXIT.stop;
   }
-  const decision = evaluatePolicy({ policy, checkpoint, policyName, humanKeys });
-  process.stdout.write(`${JSON.stringify(decision, null, 2)}\n`);
-  return decision.policy_hash === null ? 2 : POLICY_EXIT[decision.decision];
 }

@@ -1,18 +1,60 @@
-import { appendFileSync, existsSync, readFileSync, statSync, truncateSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalJson } from '../par/canonical-json.js';
 import { sha256 } from '../hash.js';
+import { writeFileAtomic } from '../write-file-atomic.js';
 import { firstIssue } from '@polish/protocol';
 import { MemoryEventSchema, STATE_OF, memoryRefusal, type MemoryEvent } from './memory-schemas.js';
 
 // `events.jsonl`: one JSON event per line; each line's `sha256` covers its other fields and
 // `previous_sha256` chains it to the line before, so an edited or reordered line is found.
+// `events.head.json` anchors the last event ({seq, sha256}), so a line dropped from the end is
+// found too: it is created with the folder and moved on after each event is recorded (a log may
+// be ahead of its head by the events of a writer that stopped in between, never behind it).
 
 const errorCode = (error: unknown) => (error as NodeJS.ErrnoException | undefined)?.code;
 
 /** Where a coordination folder keeps its proposals and their log. */
 export const proposalsDir = (coordDir: string) => join(coordDir, 'memory-proposals');
 export const logPath = (coordDir: string) => join(proposalsDir(coordDir), 'events.jsonl');
+export const headPath = (coordDir: string) => join(proposalsDir(coordDir), 'events.head.json');
+
+/** Creates the head of a new, empty log: call it right after creating the folder, never again. */
+export function createHead(coordDir: string): void {
+  try {
+    writeFileSync(headPath(coordDir), `${JSON.stringify({ seq: 0, sha256: null })}\n`, { flag: 'wx' });
+  } catch (error) {
+    // Another writer got there first (and may have recorded an event already): its head stands.
+    if (errorCode(error) !== 'EEXIST') throw error;
+  }
+}
+
+/** Moves the head on to an event just recorded. Best effort: a head left behind is caught up by the next event. */
+export function advanceHead(coordDir: string, event: MemoryEvent): void {
+  try {
+    writeFileAtomic(headPath(coordDir), `${JSON.stringify({ seq: event.seq, sha256: event.sha256 })}\n`);
+  } catch {
+    // The log is the record and may be ahead of its head; the next event moves the head past it.
+  }
+}
+
+/** The problem with the log's anchored head, if any: it must name one of the log's events. */
+function headProblem(coordDir: string, events: MemoryEvent[]): string | undefined {
+  let head: { seq?: unknown; sha256?: unknown };
+  try {
+    head = JSON.parse(readFileSync(headPath(coordDir), 'utf8')) as typeof head;
+  } catch (error) {
+    if (errorCode(error) !== 'ENOENT') return 'events.head.json is not readable JSON';
+    return events.length > 0 ? "events.head.json is missing: the log's last events are not anchored" : undefined;
+  }
+  const seq = head.seq;
+  if (typeof seq !== 'number' || !Number.isInteger(seq) || seq < 0) return 'events.head.json has no valid seq';
+  if (seq > events.length)
+    return `events.jsonl ends at line ${events.length} but its head names line ${seq}: lines were removed`;
+  const expected = seq === 0 ? null : (events[seq - 1]?.sha256 ?? null);
+  if (head.sha256 !== expected) return `events.jsonl line ${seq} is not the event its head names`;
+  return undefined;
+}
 
 export interface MemoryLogCheck {
   /** The events that were read and checked (all of them when `ok`). */
@@ -24,8 +66,7 @@ export interface MemoryLogCheck {
 /** Reads the log and checks every line: its shape, its hash, the chain, and that events follow each other sensibly. */
 export function readLog(coordDir: string): MemoryLogCheck {
   const path = logPath(coordDir);
-  if (!existsSync(path)) return { events: [], ok: true };
-  const text = readFileSync(path, 'utf8');
+  const text = existsSync(path) ? readFileSync(path, 'utf8') : '';
   const events: MemoryEvent[] = [];
   const fail = (problem: string): MemoryLogCheck => ({ events, ok: false, problem: `events.jsonl: ${problem}` });
   if (text !== '' && !text.endsWith('\n')) return fail('the last line is incomplete');
@@ -71,7 +112,8 @@ export function readLog(coordDir: string): MemoryLogCheck {
     }
     events.push(event);
   }
-  return { events, ok: true };
+  const problem = headProblem(coordDir, events);
+  return problem ? { events, ok: false, problem } : { events, ok: true };
 }
 
 /** The whole log, checked: an edited or broken log is never extended. Call it holding the lock. */

@@ -17,8 +17,9 @@ import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { canonicalJson } from '../par/canonical-json.js';
 import { PolishError } from '@polish/protocol';
-import { lockFileSettings } from './lock-file.js';
+import { lockFileSettings } from '../lock-file.js';
 import { decideMemoryProposal, listMemoryProposals, proposeMemory, verifyMemoryLog } from './memory-proposals.js';
+import { approvedLessons } from './approved-lessons.js';
 
 // Lets a test make one fs write fail, as a full disk would, while everything else goes through.
 const failing = vi.hoisted(() => ({
@@ -234,7 +235,52 @@ describe('memory proposals', () => {
     writeFileSync(path, `${lines.join('\n')}\n`);
     approve(dir, id);
     writeFileSync(path, `${lines.join('\n')}\n`); // the approval event dropped from the tail
+    expect(verifyMemoryLog(dir).problem).toBe(
+      'events.jsonl ends at line 2 but its head names line 3: lines were removed',
+    );
+    // With the head moved back too, the proposal file still disagrees with the log.
+    const second = JSON.parse(lines[1] as string) as { sha256: string };
+    writeFileSync(join(dir, 'memory-proposals', 'events.head.json'), JSON.stringify({ seq: 2, sha256: second.sha256 }));
     expect(verifyMemoryLog(dir).problem).toBe(`${id}.json says approved, the log says proposed`);
+  });
+
+  it('detects an approval cut from the end of the log with its proposal set back to proposed (issue 15)', () => {
+    const dir = coord();
+    const { proposal_id: id } = proposeMemory(dir, { source_task: 'task-7', action: ACTION }, T0);
+    const proposed = readFileSync(join(dir, 'memory-proposals', `${id}.json`), 'utf8');
+    approve(dir, id);
+    const path = join(dir, 'memory-proposals', 'events.jsonl');
+    writeFileSync(path, `${logLines(dir)[0]}\n`); // the last line (the approval) dropped
+    writeFileSync(join(dir, 'memory-proposals', `${id}.json`), proposed); // and the proposal back to proposed
+    expect(verifyMemoryLog(dir, { policy: POLICY, secrets: SECRETS })).toMatchObject({
+      ok: false,
+      problem: 'events.jsonl ends at line 1 but its head names line 2: lines were removed',
+    });
+    expect(() => approve(dir, id)).toThrow(/refusing to append to a log that does not verify: .*lines were removed/);
+    expect(approvedLessons(dir, 'task-7', POLICY, SECRETS)).toEqual({
+      lessons: [],
+      problem: 'events.jsonl ends at line 1 but its head names line 2: lines were removed',
+    });
+  });
+
+  it('gives a planner only the approved lessons of its own topic, from a log whose signatures verify', () => {
+    const dir = coord();
+    const approved = proposeMemory(dir, { source_task: 'topic-a', action: ACTION }, T0);
+    const pending = proposeMemory(dir, { source_task: 'topic-a', action: { ...ACTION, summary: 'Not yet.' } }, T0);
+    const other = proposeMemory(dir, { source_task: 'topic-b', action: { ...ACTION, summary: 'Elsewhere.' } }, T0);
+    const rejected = proposeMemory(dir, { source_task: 'topic-a', action: { ...ACTION, summary: 'No.' } }, T0);
+    approve(dir, approved.proposal_id);
+    approve(dir, other.proposal_id);
+    approve(dir, rejected.proposal_id, { decision: 'reject' });
+    expect(pending.state).toBe('proposed');
+    expect(approvedLessons(dir, 'topic-a', POLICY, SECRETS)).toEqual({
+      lessons: [{ id: approved.proposal_id, target_ref: ACTION.target_ref, lesson: ACTION.summary }],
+    });
+    // Without the key's secret no approval can be checked, so none is used.
+    expect(approvedLessons(dir, 'topic-a', POLICY, {})).toMatchObject({
+      lessons: [],
+      problem: /no secret for key alice/,
+    });
   });
 
   it("with the keys, rejects a decision whose signature is not the key holder's", () => {
@@ -288,7 +334,7 @@ describe('memory proposals: the lock and the order of writes', () => {
     utimesSync(lock(dir), past, past);
     proposeMemory(dir, { source_task: 'task-8', action: ACTION }, T0);
     expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(
-      ['events.jsonl', ...listMemoryProposals(dir).map((p) => `${p.proposal_id}.json`)].sort(),
+      ['events.head.json', 'events.jsonl', ...listMemoryProposals(dir).map((p) => `${p.proposal_id}.json`)].sort(),
     );
     expect(verifyMemoryLog(dir).events).toHaveLength(2);
   });
@@ -319,7 +365,8 @@ describe('memory proposals: the lock and the order of writes', () => {
     );
     failing.rename = false;
     const [event] = logLines(dir).map((line) => JSON.parse(line));
-    expect(readdirSync(join(dir, 'memory-proposals'))).toEqual(['events.jsonl']); // no temporary file, no lock
+    // No temporary file, no lock; the head still names the empty log (the log is ahead of it by the event).
+    expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(['events.head.json', 'events.jsonl']);
     expect(verifyMemoryLog(dir)).toMatchObject({
       ok: false,
       problem: `${event.proposal_id}.json is missing, but events.jsonl line 1 records the proposal`,
@@ -403,7 +450,7 @@ describe('memory proposals: the lock and the order of writes', () => {
       expect(proposals.map((proposal) => proposal.proposal_id).sort()).toEqual([...ids].sort());
       expect(proposals.filter((proposal) => proposal.state === 'approved')).toHaveLength(WORKERS);
       expect(readdirSync(join(dir, 'memory-proposals')).sort()).toEqual(
-        ['events.jsonl', ...ids.map((id) => `${id}.json`)].sort(),
+        ['events.head.json', 'events.jsonl', ...ids.map((id) => `${id}.json`)].sort(),
       );
     } finally {
       for (const { child } of children) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');

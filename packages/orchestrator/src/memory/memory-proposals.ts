@@ -3,11 +3,20 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { firstIssue, isInvalidInput } from '@polish/protocol';
 import { canonicalJson } from '../par/canonical-json.js';
-import { checkHumanKey, signHumanRecord, validatePolicy, verifyHumanRecord } from '../par/policy-engine.js';
+import { trustPolicy } from '../par/goal-engine.js';
+import { checkHumanKey, signHumanRecord, verifyHumanRecord } from '../par/human-records.js';
 import { sha256 } from '../hash.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
-import { withLockFile } from './lock-file.js';
-import { appendEvent, proposalsDir, readLog, verifiedLog, type MemoryLogCheck } from './memory-log.js';
+import { withLockFile } from '../lock-file.js';
+import {
+  advanceHead,
+  appendEvent,
+  createHead,
+  proposalsDir,
+  readLog,
+  verifiedLog,
+  type MemoryLogCheck,
+} from './memory-log.js';
 import {
   MemoryActionSchema,
   MemoryProposalSchema,
@@ -86,7 +95,8 @@ export function proposeMemory(
     created_at,
     decision: null,
   };
-  mkdirSync(proposalsDir(coordDir), { recursive: true });
+  // A new folder gets the head of an empty log; an existing one keeps its own (never re-created).
+  if (mkdirSync(proposalsDir(coordDir), { recursive: true }) !== undefined) createHead(coordDir);
   return withLock(coordDir, () => {
     const events = verifiedLog(coordDir);
     if (
@@ -103,6 +113,7 @@ export function proposeMemory(
       proposal_sha256: sha256(canonicalJson(proposal)),
     });
     writeProposalAfter(coordDir, event, proposal);
+    advanceHead(coordDir, event);
     return proposal;
   });
 }
@@ -136,7 +147,7 @@ export function decideMemoryProposal(
 ): MemoryProposal {
   const where = `${input.decision} ${id}`;
   if (!nonBlank.safeParse(input.rationale).success) throw memoryRefusal(`${where}: a rationale is required`);
-  const secret = checkHumanKey(validatePolicy(input.policy), input.secrets, input.keyId, where);
+  const secret = checkHumanKey(trustPolicy(input.policy), input.secrets, input.keyId, where);
   if (!existsSync(proposalsDir(coordDir))) throw memoryRefusal(`no proposal ${id}`);
   return withLock(coordDir, () => {
     const events = verifiedLog(coordDir);
@@ -164,6 +175,7 @@ export function decideMemoryProposal(
     const event = appendEvent(coordDir, events, { type: STATE_OF[input.decision], proposal_id: id, at, decision });
     const decided: MemoryProposal = { ...proposal, state: STATE_OF[input.decision], decision };
     writeProposalAfter(coordDir, event, decided);
+    advanceHead(coordDir, event);
     return decided;
   });
 }
@@ -191,7 +203,7 @@ function checkLogAndFiles(
   const fail = (problem: string): MemoryLogCheck => ({ events: log.events, ok: false, problem });
   try {
     if (keys) {
-      const policy = validatePolicy(keys.policy);
+      const policy = trustPolicy(keys.policy);
       for (const event of log.events)
         if (event.decision) verifyHumanRecord(event.decision, policy, keys.secrets, `events.jsonl: line ${event.seq}`);
     }

@@ -14,3 +14,18 @@ export function canonicalJson(value: unknown): string {
   }
   return JSON.stringify(value);
 }
+
+/** A value with the keys of every object sorted, as `json.dumps(sort_keys=True)` orders them. */
+export function sortedKeys(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(sortedKeys);
+  if (value && typeof value === 'object')
+    return Object.fromEntries(
+      Object.entries(value as Record<string, unknown>)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([key, inner]) => [key, sortedKeys(inner)]),
+    );
+  return value;
+}
+
+/** JSON as the harness prints and stores it (`indent=2, sort_keys=True`), with a final newline. */
+export const prettySortedJson = (value: unknown) => `${JSON.stringify(sortedKeys(value), null, 2)}\n`;

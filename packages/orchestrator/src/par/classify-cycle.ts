@@ -15,6 +15,13 @@ export interface CycleOutcome {
   toolCalls: number;
   elapsedSeconds: number;
   transcriptBytes: number;
+  /** Child tasks the cycle spawned (a reviewer or a command critique). */
+  childrenSpawned?: number;
+  /** The sizes of what the agent was given and of the child's result: current values, not sums. */
+  context?: Pick<
+    ParCheckpoint,
+    'task_packet_tokens' | 'parent_summary_tokens' | 'memory_digest_tokens' | 'child_result_words'
+  >;
 }
 
 /** How the cycle is classified, and the checkpoint it leaves. */
@@ -47,6 +54,8 @@ export function classifyCycle(
     tool_calls: checkpoint.tool_calls + outcome.toolCalls,
     elapsed_seconds: checkpoint.elapsed_seconds + outcome.elapsedSeconds,
     transcript_bytes: checkpoint.transcript_bytes + outcome.transcriptBytes,
+    children_spawned: checkpoint.children_spawned + (outcome.childrenSpawned ?? 0),
+    ...outcome.context,
     evidence_refs: [...checkpoint.evidence_refs, ...new Set(fresh)],
     no_evidence_cycles: fresh.length > 0 ? 0 : checkpoint.no_evidence_cycles + 1,
     updated_at: now.toISOString(),

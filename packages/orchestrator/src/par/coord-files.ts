@@ -12,6 +12,7 @@ import {
   type ParTaskFile,
 } from '@polish/protocol';
 import { writeFileAtomic } from '../write-file-atomic.js';
+import { parseStrictJson } from './strict-json.js';
 
 /** Folders never part of the artifact: version control, polish's own state, dependencies. */
 const SKIPPED = new Set(['.git', '.coord', 'node_modules']);
@@ -33,7 +34,8 @@ export function coordPaths(workspace: string, topic: string) {
 /** A file reference in a task file: relative to the workspace unless absolute. */
 export const resolveRef = (workspace: string, ref: string) => (isAbsolute(ref) ? ref : join(workspace, ref));
 
-function readText(path: string, what: string): string {
+/** Reads a text file, naming it (INVALID_INPUT, `cannot read …`) when it cannot be read. */
+export function readText(path: string, what: string): string {
   try {
     return readFileSync(path, 'utf8');
   } catch (error) {
@@ -48,9 +50,9 @@ function readText(path: string, what: string): string {
 export function readJsonFile(path: string, what: string): unknown {
   const text = readText(path, what);
   try {
-    return JSON.parse(text);
+    return parseStrictJson(text);
   } catch (error) {
-    throw invalidInput(what, `${basename(path)} is not JSON (${(error as Error).message})`);
+    throw invalidInput(what, `${basename(path)} is not strict JSON (${(error as Error).message})`);
   }
 }
 

@@ -1,6 +1,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { ParCheckpoint, ParFinalStatus, ParTaskFile, PolicyDecision } from '@polish/protocol';
+import type { AnyPolicyDecision, ParCheckpoint, ParFinalStatus, ParRoleUsage, ParTaskFile } from '@polish/protocol';
+import { mergeRoleUsage } from './par-state.js';
 
 /** What `.coord/par_<topic>_final.md` is written from. */
 export interface FinalReportInput {
@@ -8,7 +9,7 @@ export interface FinalReportInput {
   task: ParTaskFile;
   status: ParFinalStatus;
   reason: string;
-  decision: PolicyDecision | null;
+  decision: AnyPolicyDecision | null;
   checkpoint: ParCheckpoint | null;
   pendingGates: string[];
   /** The models that answered in this run (scripted ones say so). */
@@ -26,6 +27,29 @@ function evidenceText(workspace: string, ref: string): string | undefined {
   if (!ref.startsWith('.coord/evidence/')) return undefined;
   const path = join(workspace, ref);
   return existsSync(path) ? readFileSync(path, 'utf8').trimEnd() : undefined;
+}
+
+const unknownOr = (value: number | null, unit = '') => (value === null ? 'unknown' : `${value}${unit}`);
+
+/** Usage per role over every measured cycle, tasks and children dispatched, and the lessons given. */
+function usageLines(task: ParTaskFile): string[] {
+  const measured = task.cycles.filter((cycle) => cycle.metrics);
+  if (measured.length === 0) return ['Not measured (cycles recorded before polish measured them).'];
+  const byRole = new Map<string, ParRoleUsage>();
+  for (const cycle of measured)
+    for (const [role, usage] of Object.entries(cycle.metrics?.by_role ?? {}))
+      byRole.set(role, mergeRoleUsage(byRole.get(role), usage));
+  const sum = (key: 'tool_calls' | 'children_spawned') =>
+    measured.reduce((total, cycle) => total + (cycle.metrics?.[key] ?? 0), 0);
+  const lessons = [...new Set(task.cycles.flatMap((cycle) => cycle.lessons ?? []))];
+  return [
+    `Tasks dispatched: ${sum('tool_calls')}; child tasks (reviewer or command): ${sum('children_spawned')}.`,
+    ...[...byRole].map(
+      ([role, usage]) =>
+        `- ${role}: ${usage.calls} call(s), input ${unknownOr(usage.input_tokens)} (+${unknownOr(usage.cached_input_tokens)} cached), output ${unknownOr(usage.output_tokens)} tokens, cost ${unknownOr(usage.cost_microusd, ' µUSD')}`,
+    ),
+    `Approved lessons given to the planner: ${lessons.length > 0 ? lessons.join(', ') : 'none'}.`,
+  ];
 }
 
 /**
@@ -65,6 +89,7 @@ export function renderFinalReport(input: FinalReportInput): string {
       '```',
     );
   } else lines.push('No decision was reached.');
+  lines.push('', '## What it used', '', ...usageLines(task));
   lines.push('', '## Acceptance evidence', '');
   if (passing) {
     lines.push(
@@ -115,12 +140,9 @@ export function renderFinalReport(input: FinalReportInput): string {
         '',
       );
     }
-  } else if (
-    input.status === 'stop' &&
-    decision?.reasons.some((reason) => reason.startsWith('limit_reached') || reason.startsWith('limit_exceeded'))
-  ) {
+  } else if (input.status === 'stop' && /^(limit_|goal_limit:|spawn_not_allowed:)/.test(input.reason)) {
     lines.push(
-      'A limit was reached. To go on, a human may raise it with a signed override in the checkpoint (agent-collab-harness v1), then `polish par resume`.',
+      'A limit was reached. To go on, a human may raise it with a signed override in the checkpoint (agent-collab-harness `overrides`), or raise a goal limit in the policy, then `polish par resume`.',
     );
   } else lines.push('None.');
   return `${lines.join('\n')}\n`;

@@ -5,12 +5,16 @@ import {
   ParCommandResultSchema,
   ParPlanSchema,
   PolishError,
+  ZERO_USAGE,
+  modelKey,
   parReviewSchemaFor,
+  type AnyPolicyDecision,
   type ParActPayload,
-  type ParCheckpoint,
   type ParPlanPayload,
-  type PolicyDecision,
+  type PriceTable,
   type TaskRole,
+  type Usage,
+  type ModelInfo,
   type PayloadOf,
 } from '@polish/protocol';
 import type { z } from 'zod';
@@ -20,7 +24,10 @@ import { resolveRef, writeChanges, writeTaskFile } from './coord-files.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
 import { commitWorkspace } from './git-workspace.js';
 import type { CritiqueInput, CycleToRecord, ParStep } from './par-machine.js';
+import { FailedStep } from './cycle-record.js';
 import type { CritiqueAnswer } from './critique.js';
+import { estimateCost } from '../polish/cost.js';
+import { documentOf, type ParState } from './par-state.js';
 
 /** What the PAR actors of one run work with. */
 export interface ParActorOptions {
@@ -31,11 +38,15 @@ export interface ParActorOptions {
   /** Workspace paths the agent may never write (the policy and the checkpoint). */
   protectedPaths: ReadonlySet<string>;
   /** Evaluates the policy (with the human keys) on a checkpoint. */
-  decide(checkpoint: ParCheckpoint): PolicyDecision;
+  decide(state: ParState): AnyPolicyDecision;
+  /** Advances the goal slice of a v2 checkpoint (validated as the harness's `advance_checkpoint`). */
+  advance(state: ParState): ParState;
+  /** Prices for the cost of each model call (none: cost unknown, null). */
+  prices?: PriceTable;
   /** The cycle in progress (the checkpoint's cycle + 1), for events and spans. */
   cycle(): number;
   /** Called once a cycle's checkpoint is on disk. */
-  recorded(checkpoint: ParCheckpoint): void;
+  recorded(state: ParState): void;
   /** A model answered (for the report's list of models). */
   answeredBy(model: string): void;
   signal: AbortSignal;
@@ -56,33 +67,82 @@ const plural = (count: number, noun: string) => `${count} ${noun}${count === 1 ?
  * dispatch, and the recording of each cycle to the `.coord/` files (and git).
  */
 export function createParActors(options: ParActorOptions) {
+  /** What a call used, as a cycle counts it: tokens (cached input apart) and cost (null without a price). */
+  const stepUsage = (usage: Usage, model: ModelInfo | undefined): ParStep<unknown>['usage'] => {
+    // A command runs no model: its usage is a known zero. A model without a price has an unknown cost.
+    const cost =
+      !model || model.provider === 'none'
+        ? 0
+        : options.prices
+          ? estimateCost({ [modelKey(model)]: usage }, options.prices).total
+          : null;
+    return {
+      input_tokens: usage.input_tokens + usage.cache_write_tokens,
+      cached_input_tokens: usage.cache_read_tokens,
+      output_tokens: usage.output_tokens,
+      cost_microusd: cost === null ? null : Math.round(cost * 1_000_000),
+    };
+  };
+
   const send = async <R extends TaskRole, T>(
     role: R,
     payload: PayloadOf<R>,
     schema: z.ZodType<T>,
     once?: { timeoutMs: number },
   ): Promise<ParStep<T>> => {
-    const output = await dispatchValidated(role, payload, schema, {
-      dispatcher: options.dispatcher,
-      signal: options.signal,
-      iteration: options.cycle(),
-      report: options.report,
-      traceContext: options.traceContext,
-      ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),
-      ...(once ? { once } : {}),
-    });
+    const packetBytes = Buffer.byteLength(JSON.stringify(payload));
+    const child = role === 'par.review' || role === 'par.command';
+    let output;
+    try {
+      output = await dispatchValidated(role, payload, schema, {
+        dispatcher: options.dispatcher,
+        signal: options.signal,
+        iteration: options.cycle(),
+        report: options.report,
+        traceContext: options.traceContext,
+        ...(options.maxContractRedispatch === undefined
+          ? {}
+          : { maxContractRedispatch: options.maxContractRedispatch }),
+        ...(once ? { once } : {}),
+      });
+    } catch (error) {
+      const failure = PolishError.from(error);
+      throw new FailedStep(failure, {
+        bytes: packetBytes,
+        packetBytes,
+        role,
+        child,
+        usage: stepUsage(failure.usage ?? ZERO_USAGE, failure.model),
+      });
+    }
     if (output.model.provider !== 'none')
       options.answeredBy(`${output.model.model}${output.model.scripted ? ' (scripted, not an LLM)' : ''}`);
-    return { value: output.value, bytes: output.bytes };
+    return {
+      value: output.value,
+      bytes: output.bytes,
+      packetBytes,
+      role,
+      child,
+      usage: stepUsage(output.usage, output.model),
+    };
   };
 
   return {
-    decide: fromPromise<PolicyDecision, ParCheckpoint>(async ({ input }) => {
+    decide: fromPromise<AnyPolicyDecision, ParState>(async ({ input }) => {
       const decision = options.decide(input);
       const reasons = decision.reasons.length > 0 ? ` (${decision.reasons.join('; ')})` : '';
       options.progress(`par: policy: ${decision.decision}${reasons}`);
       options.report({ type: 'par.decision', decision });
       return decision;
+    }),
+    advance: fromPromise<ParState, ParState>(async ({ input }) => {
+      const advanced = options.advance(input);
+      writeFileAtomic(options.paths.checkpoint, `${JSON.stringify(documentOf(advanced), null, 2)}\n`);
+      options.recorded(advanced);
+      const slice = advanced.goal?.slice_id ?? 0;
+      options.progress(`par: goal slice ${slice - 1} done: advanced to slice ${slice}`);
+      options.report({ type: 'par.decision', decision: options.decide(advanced) });
+      return advanced;
     }),
     plan: fromPromise(async ({ input }: { input: ParPlanPayload }) => {
       options.progress(`par: cycle ${options.cycle()}: planning`);
@@ -105,43 +165,45 @@ export function createParActors(options: ParActorOptions) {
       options.progress(`par: act: ${plural(changes.length, 'file')} written${written}`);
       return step;
     }),
-    critique: fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>(async ({ input }) => {
-      const source = input.task.critique_source;
-      if (source.kind === 'self')
-        return { value: { kind: 'self', result: input.action.self_assessment }, bytes: 0, toolCalls: 0 };
-      if (source.kind === 'review') {
-        const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
-        const step = await send(
-          'par.review',
-          { artifact: input.artifact, acceptance_criteria: criteria },
-          parReviewSchemaFor(criteria),
-        );
-        const passed = step.value.results.filter((result) => result.passed).length;
-        options.progress(`par: review: ${passed}/${step.value.results.length} criteria pass`);
-        return { value: { kind: 'review', result: step.value }, bytes: step.bytes, toolCalls: 1 };
-      }
-      const payload = {
-        artifact: input.artifact,
-        command: source.command,
-        timeout_ms: Math.round(source.timeout_seconds * 1000),
-      };
-      // Run once: re-running it is not the critique's call. The worker kills the command at its
-      // timeout; the margin covers writing the files and replying.
-      const step = await send('par.command', payload, ParCommandResultSchema, {
-        timeoutMs: payload.timeout_ms + 30_000,
-      });
-      const outcome = step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`;
-      options.progress(`par: ${source.kind} critique: \`${source.command}\` ${outcome}`);
-      return { value: { kind: source.kind, result: step.value }, bytes: step.bytes, toolCalls: 1 };
-    }),
+    critique: fromPromise<ParStep<CritiqueAnswer> | { value: CritiqueAnswer; step: null }, CritiqueInput>(
+      async ({ input }) => {
+        const source = input.task.critique_source;
+        if (source.kind === 'self')
+          return { value: { kind: 'self', result: input.action.self_assessment }, step: null };
+        if (source.kind === 'review') {
+          const criteria = input.task.acceptance_criteria.filter((criterion) => !criterion.human_gate);
+          const step = await send(
+            'par.review',
+            { artifact: input.artifact, acceptance_criteria: criteria },
+            parReviewSchemaFor(criteria),
+          );
+          const passed = step.value.results.filter((result) => result.passed).length;
+          options.progress(`par: review: ${passed}/${step.value.results.length} criteria pass`);
+          return { ...step, value: { kind: 'review', result: step.value } };
+        }
+        const payload = {
+          artifact: input.artifact,
+          command: source.command,
+          timeout_ms: Math.round(source.timeout_seconds * 1000),
+        };
+        // Run once: re-running it is not the critique's call. The worker kills the command at its
+        // timeout; the margin covers writing the files and replying.
+        const step = await send('par.command', payload, ParCommandResultSchema, {
+          timeoutMs: payload.timeout_ms + 30_000,
+        });
+        const outcome = step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`;
+        options.progress(`par: ${source.kind} critique: \`${source.command}\` ${outcome}`);
+        return { ...step, value: { kind: source.kind, result: step.value } };
+      },
+    ),
     record: fromPromise<void, CycleToRecord>(async ({ input }) => {
       const { workspace } = options;
       // Evidence and workspace first, the checkpoint last: the checkpoint never names what is not on disk.
       for (const document of input.evidence) writeFileAtomic(resolveRef(workspace, document.ref), document.content);
       writeChanges(workspace, input.changes);
       writeTaskFile(options.paths.task, input.task);
-      writeFileAtomic(options.paths.checkpoint, `${JSON.stringify(input.checkpoint, null, 2)}\n`);
-      options.recorded(input.checkpoint);
+      writeFileAtomic(options.paths.checkpoint, `${JSON.stringify(documentOf(input), null, 2)}\n`);
+      options.recorded({ checkpoint: input.checkpoint, goal: input.goal });
       options.report({ type: 'par.cycle', record: input.record, checkpoint_status: input.checkpoint.status });
       options.progress(`par: cycle ${input.record.cycle}: ${input.record.verdict}; next: ${input.record.next_action}`);
       if (options.git)

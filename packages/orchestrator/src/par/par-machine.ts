@@ -1,37 +1,37 @@
 import { assign, fromPromise, setup } from 'xstate';
 import {
   PolishError,
-  type CycleMemory,
+  type AnyPolicyDecision,
   type ParAction,
   type ParActPayload,
   type ParCheckpoint,
   type ParCycleRecord,
   type ParFiles,
   type ParFinalStatus,
+  type ParLesson,
   type ParPlan,
   type ParPlanPayload,
   type ParTaskFile,
-  type PolicyDecision,
 } from '@polish/protocol';
-import { canonicalJson } from './canonical-json.js';
-import { sha256 } from '../hash.js';
+import { judgeCritique, type CritiqueAnswer } from './critique.js';
 import {
-  artifactDigest,
-  judgeCritique,
-  type CritiqueAnswer,
-  type CritiqueJudgement,
-  type EvidenceDocument,
-} from './critique.js';
-import { classifyCycle } from './classify-cycle.js';
+  afterFailure,
+  afterStep,
+  applyChanges,
+  classifyInProgress,
+  historyOf,
+  newCycle,
+  pendingGates,
+  type CycleInProgress,
+  type CycleToRecord,
+  type ParStep,
+} from './cycle-record.js';
+import type { GoalEnvelope, ParState } from './par-state.js';
 
 /** Bumped whenever the PAR machine's states change shape. */
-export const PAR_MACHINE_VERSION = 1;
+export const PAR_MACHINE_VERSION = 2;
 
-/** An agent's answer, and the bytes that crossed the wire for it (payload and result). */
-export interface ParStep<T> {
-  value: T;
-  bytes: number;
-}
+export type { CycleToRecord, ParStep } from './cycle-record.js';
 
 /** What the critique actor is given: the source, the artifact after the action, and the criteria it may judge. */
 export interface CritiqueInput {
@@ -40,32 +40,18 @@ export interface CritiqueInput {
   action: ParAction;
 }
 
-/** A finished cycle, handed to the `record` actor to persist before anything else happens. */
-export interface CycleToRecord {
-  record: ParCycleRecord;
-  checkpoint: ParCheckpoint;
-  task: ParTaskFile;
-  artifact: ParFiles;
-  changes: ParAction['changes'];
-  evidence: EvidenceDocument[];
-}
-
 /** Everything a PAR run knows. Human keys are not here: the `decide` actor holds them. */
 export interface ParContext {
   task: ParTaskFile;
   checkpoint: ParCheckpoint;
+  /** The goal around the checkpoint (v2 files), or null. */
+  goal: GoalEnvelope | null;
   artifact: ParFiles;
-  decision: PolicyDecision | null;
+  /** Approved lessons of this topic, given to the planner. */
+  lessons: ParLesson[];
+  decision: AnyPolicyDecision | null;
   /** The cycle in progress. */
-  cycle: {
-    started: number;
-    plan: ParPlan | null;
-    action: ParAction | null;
-    judgement: CritiqueJudgement | null;
-    bytes: number;
-    toolCalls: number;
-    error: string | null;
-  } | null;
+  cycle: CycleInProgress | null;
   /** A classified cycle not yet persisted. */
   pending: CycleToRecord | null;
   final: { status: ParFinalStatus; reason: string } | null;
@@ -74,7 +60,9 @@ export interface ParContext {
 export interface ParInput {
   task: ParTaskFile;
   checkpoint: ParCheckpoint;
+  goal: GoalEnvelope | null;
   artifact: ParFiles;
+  lessons: ParLesson[];
 }
 
 export type ParEvent = { type: 'CANCEL'; reason?: string };
@@ -84,110 +72,9 @@ const notProvided = (name: string) =>
     throw new Error(`actor ${name} was not provided: use machine.provide({ actors })`);
   });
 
-/** The agent's memory of its own earlier cycles: plan summaries and critique results. */
-export const historyOf = (task: ParTaskFile): CycleMemory[] =>
-  task.cycles.map((cycle) => ({
-    cycle: cycle.cycle,
-    plan_summary: cycle.plan_summary,
-    verdict: cycle.verdict,
-    critique: cycle.critique,
-  }));
+export { historyOf, pendingGates, applyChanges };
 
-/** The human gates whose latest signed decision is not yet an approval. */
-export function pendingGates(task: ParTaskFile, checkpoint: ParCheckpoint): string[] {
-  const latest = new Map<string, { at: number; decision: string }>();
-  for (const decision of checkpoint.decisions) {
-    const at = Date.parse(decision.timestamp);
-    const known = latest.get(decision.gate);
-    if (!known || at > known.at) latest.set(decision.gate, { at, decision: decision.decision });
-  }
-  return task.acceptance_criteria
-    .filter((criterion) => criterion.human_gate && latest.get(criterion.id)?.decision !== 'approve')
-    .map((criterion) => criterion.id);
-}
-
-/** The action a human decision is about: this task, at this cycle, with this artifact. */
-export function pendingActionHash(task: ParTaskFile, checkpoint: ParCheckpoint, artifact: ParFiles): string {
-  return sha256(
-    canonicalJson({
-      task_id: checkpoint.task_id,
-      topic: task.topic,
-      cycle: checkpoint.cycle,
-      artifact_sha256: artifactDigest(artifact),
-    }),
-  );
-}
-
-/** The artifact after an action's whole-file writes. */
-export const applyChanges = (artifact: ParFiles, changes: ParAction['changes']): ParFiles => ({
-  ...artifact,
-  ...Object.fromEntries(changes.map((change) => [change.path, change.content])),
-});
-
-const round3 = (seconds: number) => Math.round(seconds * 1000) / 1000;
-
-/** Classifies the cycle in progress (pure given the clock) into the record to persist. */
-function classify(context: ParContext, now: number): CycleToRecord {
-  const cycle = context.cycle;
-  if (!cycle) throw new Error('no cycle in progress');
-  const artifact = cycle.action ? applyChanges(context.artifact, cycle.action.changes) : context.artifact;
-  const judgement = cycle.judgement;
-  const verdict = cycle.error || !judgement ? 'error' : judgement.verdict;
-  const evidence = judgement?.evidence ?? [];
-  const changed = cycle.action
-    ? cycle.action.changes.map((change) => `${change.path}@sha256:${sha256(change.content).slice(0, 16)}`)
-    : [];
-  const artifactRef = `artifact:sha256:${artifactDigest(artifact)}`;
-  const previous = context.task.cycles.at(-1);
-  const classification = classifyCycle(
-    context.checkpoint,
-    {
-      critique: judgement?.source ?? context.task.critique_source.kind,
-      verdict,
-      ...(judgement?.failureSignature ? { failureSignature: judgement.failureSignature } : {}),
-      // An artifact, a test result, a review: anything new counts as evidence of progress.
-      evidenceRefs: cycle.action
-        ? [artifactRef, ...evidence.map((document) => document.ref)]
-        : evidence.map((document) => document.ref),
-      toolCalls: cycle.toolCalls,
-      elapsedSeconds: round3((now - cycle.started) / 1000),
-      transcriptBytes: cycle.bytes,
-    },
-    previous?.failure_signature ?? undefined,
-    new Date(now),
-  );
-  let checkpoint = classification.checkpoint;
-  let recordVerdict: ParCycleRecord['verdict'] = classification.status;
-  if (classification.status === 'pass') {
-    // Acceptance by the agent's critique never passes a human gate: the run waits for a signed decision.
-    const gates = pendingGates(context.task, checkpoint);
-    if (gates.length > 0) {
-      recordVerdict = 'needs-human';
-      checkpoint = { ...checkpoint, status: 'waiting_for_human' };
-      // Signed records name the pending action they concern: it is not renamed under them.
-      if (checkpoint.decisions.length + checkpoint.overrides.length === 0) {
-        checkpoint = { ...checkpoint, pending_action_hash: pendingActionHash(context.task, checkpoint, artifact) };
-      }
-    }
-  }
-  if (classification.status === 'error')
-    checkpoint = { ...checkpoint, stop_reason: `infrastructure error: ${cycle.error ?? 'the critique failed'}` };
-  const record: ParCycleRecord = {
-    cycle: checkpoint.cycle,
-    plan_summary: cycle.plan?.plan_summary ?? '(no plan)',
-    artifact_refs: changed,
-    evidence_refs:
-      classification.status === 'pass' ? classification.acceptanceEvidence : evidence.map((document) => document.ref),
-    verdict: recordVerdict,
-    next_action: 'continue',
-    critique: cycle.error ? `infrastructure error: ${cycle.error}` : (judgement?.summary ?? ''),
-    failure_signature: judgement?.failureSignature ?? null,
-    policy_reasons: [],
-  };
-  return { record, checkpoint, task: context.task, artifact, changes: cycle.action?.changes ?? [], evidence };
-}
-
-const nextAction = (record: ParCycleRecord, decision: PolicyDecision): ParCycleRecord['next_action'] => {
+const nextAction = (record: ParCycleRecord, decision: AnyPolicyDecision): ParCycleRecord['next_action'] => {
   if (record.verdict === 'pass') return 'done';
   if (record.verdict === 'needs-human') return 'wait-for-human';
   return decision.decision;
@@ -195,31 +82,33 @@ const nextAction = (record: ParCycleRecord, decision: PolicyDecision): ParCycleR
 
 const errorText = (error: unknown) => PolishError.from(error).message;
 
-type CycleInProgress = NonNullable<ParContext['cycle']>;
+/** Whether the critique source runs as a child task (a reviewer or a command). */
+const spawnsChild = (task: ParTaskFile) => task.critique_source.kind !== 'self';
 
-/** The cycle after one of its steps answered: the answer kept, its bytes and calls counted. */
-const afterStep = (
-  cycle: ParContext['cycle'],
-  answer: Partial<Pick<CycleInProgress, 'plan' | 'action' | 'judgement'>>,
-  output: { bytes: number; toolCalls?: number },
-): ParContext['cycle'] =>
-  cycle && {
-    ...cycle,
-    ...answer,
-    bytes: cycle.bytes + output.bytes,
-    toolCalls: cycle.toolCalls + (output.toolCalls ?? 1),
-  };
-
-/** The cycle after one of its steps failed: it is classified as an error naming the step. */
-const afterFailure = (cycle: ParContext['cycle'], step: string, error: unknown): ParContext['cycle'] =>
-  cycle && { ...cycle, error: `${step}: ${errorText(error)}` };
+/** Why a child may not be spawned now, in the words of the limits that forbid it. */
+export function spawnRefusal(
+  decision: AnyPolicyDecision,
+  checkpoint: ParCheckpoint,
+  goal: GoalEnvelope | null,
+): string {
+  const limits = decision.effective_limits;
+  const children = `children_spawned=${checkpoint.children_spawned}:max_children_per_parent=${limits.max_children_per_parent}`;
+  if (goal?.action_kind === 'wait') return 'spawn_not_allowed:action_kind=wait';
+  if (checkpoint.active_children >= (limits.max_concurrency ?? 0))
+    return `spawn_not_allowed:active_children=${checkpoint.active_children}:max_concurrency=${limits.max_concurrency}`;
+  if (goal?.review_required && checkpoint.children_spawned < (limits.max_children_per_parent ?? 0))
+    return `spawn_not_allowed:${children}:reviewer_reserve`;
+  return `spawn_not_allowed:${children}`;
+}
 
 /**
  * The plan-act-reflect loop (DESIGN §2). Before every cycle the policy decides (the `decide`
  * actor validates the policy and checkpoint and evaluates it); `continue` plans, acts and runs
- * the critique source; the cycle is classified into the checkpoint, the policy decides again,
- * and the cycle is persisted (`record`) before the decision is obeyed. An infrastructure error
- * ends the cycle as `error`, and the policy then stops the run: it is never a licence to retry.
+ * the critique source (a child task, spawned only when the decision allows it); the cycle is
+ * classified into the checkpoint, the policy decides again, and the cycle is persisted
+ * (`record`) before the decision is obeyed. A goal slice whose decision allows it is advanced
+ * (`advance`) and the loop goes on. An infrastructure error ends the cycle as `error`, and the
+ * policy then stops the run: it is never a licence to retry.
  */
 export const parMachine = setup({
   types: {
@@ -228,11 +117,12 @@ export const parMachine = setup({
     events: {} as ParEvent,
   },
   actors: {
-    decide: notProvided('decide') as unknown as ReturnType<typeof fromPromise<PolicyDecision, ParCheckpoint>>,
+    decide: notProvided('decide') as unknown as ReturnType<typeof fromPromise<AnyPolicyDecision, ParState>>,
+    advance: notProvided('advance') as unknown as ReturnType<typeof fromPromise<ParState, ParState>>,
     plan: notProvided('plan') as unknown as ReturnType<typeof fromPromise<ParStep<ParPlan>, ParPlanPayload>>,
     act: notProvided('act') as unknown as ReturnType<typeof fromPromise<ParStep<ParAction>, ParActPayload>>,
     critique: notProvided('critique') as unknown as ReturnType<
-      typeof fromPromise<ParStep<CritiqueAnswer> & { toolCalls: number }, CritiqueInput>
+      typeof fromPromise<ParStep<CritiqueAnswer> | { value: CritiqueAnswer; step: null }, CritiqueInput>
     >,
     record: notProvided('record') as unknown as ReturnType<typeof fromPromise<void, CycleToRecord>>,
   },
@@ -247,7 +137,13 @@ export const parMachine = setup({
       context.task.cycles.at(-1)?.verdict === 'needs-human' &&
       pendingGates(context.task, context.checkpoint).length === 0,
     stop: ({ context }) => context.decision?.decision === 'stop',
+    // A goal slice reached its quota with new evidence and a next step: advance it, do not hand back.
+    advanceSlice: ({ context }) =>
+      context.decision?.decision === 'checkpoint' &&
+      'auto_continue' in context.decision &&
+      context.decision.auto_continue,
     checkpoint: ({ context }) => context.decision?.decision === 'checkpoint',
+    spawnRefused: ({ context }) => spawnsChild(context.task) && context.decision?.spawn_allowed === false,
     hasPending: ({ context }) => context.pending !== null,
   },
 }).createMachine({
@@ -266,7 +162,10 @@ export const parMachine = setup({
     deciding: {
       invoke: {
         src: 'decide',
-        input: ({ context }) => context.pending?.checkpoint ?? context.checkpoint,
+        input: ({ context }) =>
+          context.pending
+            ? { checkpoint: context.pending.checkpoint, goal: context.pending.goal }
+            : { checkpoint: context.checkpoint, goal: context.goal },
         onDone: [
           {
             // Invalid input fails closed: the cycle in hand is not recorded, nothing invalid is written.
@@ -314,6 +213,7 @@ export const parMachine = setup({
             return {
               task: pending.task,
               checkpoint: pending.checkpoint,
+              goal: pending.goal,
               artifact: pending.artifact,
               pending: null,
               cycle: null,
@@ -339,22 +239,36 @@ export const parMachine = setup({
         { guard: 'waiting', target: 'waitingForHuman' },
         { guard: 'gatesApproved', target: 'passed' },
         { guard: 'stop', target: 'stopped' },
+        { guard: 'advanceSlice', target: 'advancing' },
         { guard: 'checkpoint', target: 'handedBack' },
+        { guard: 'spawnRefused', target: 'spawnRefused' },
         { target: 'planning' },
       ],
     },
+    advancing: {
+      invoke: {
+        src: 'advance',
+        input: ({ context }) => ({ checkpoint: context.checkpoint, goal: context.goal }),
+        onDone: {
+          target: 'deciding',
+          actions: assign({
+            checkpoint: ({ event }) => event.output.checkpoint,
+            goal: ({ event }) => event.output.goal,
+          }),
+        },
+        onError: {
+          target: 'failed',
+          actions: assign({
+            final: ({ event }) => ({
+              status: 'error' as const,
+              reason: `could not advance the goal slice: ${errorText(event.error)}`,
+            }),
+          }),
+        },
+      },
+    },
     planning: {
-      entry: assign({
-        cycle: () => ({
-          started: Date.now(),
-          plan: null,
-          action: null,
-          judgement: null,
-          bytes: 0,
-          toolCalls: 0,
-          error: null,
-        }),
-      }),
+      entry: assign({ cycle: () => newCycle(Date.now()) }),
       invoke: {
         src: 'plan',
         input: ({ context }) => ({
@@ -362,6 +276,7 @@ export const parMachine = setup({
           acceptance_criteria: context.task.acceptance_criteria,
           artifact: context.artifact,
           history: historyOf(context.task),
+          ...(context.lessons.length > 0 ? { lessons: context.lessons } : {}),
         }),
         onDone: {
           target: 'acting',
@@ -411,7 +326,7 @@ export const parMachine = setup({
               afterStep(
                 context.cycle,
                 { judgement: judgeCritique(context.task.critique_source, event.output.value) },
-                event.output,
+                'step' in event.output ? null : event.output,
               ),
           }),
         },
@@ -422,7 +337,7 @@ export const parMachine = setup({
       },
     },
     classifying: {
-      entry: assign({ pending: ({ context }) => classify(context, Date.now()) }),
+      entry: assign({ pending: ({ context }) => classifyInProgress(context, Date.now()) }),
       always: { target: 'deciding' },
     },
     passed: {
@@ -444,6 +359,15 @@ export const parMachine = setup({
         final: ({ context }) => ({
           status: 'stop' as const,
           reason: context.decision?.reasons.join('; ') || 'the policy stopped the run',
+        }),
+      }),
+    },
+    spawnRefused: {
+      type: 'final',
+      entry: assign({
+        final: ({ context }) => ({
+          status: 'stop' as const,
+          reason: spawnRefusal(context.decision as AnyPolicyDecision, context.checkpoint, context.goal),
         }),
       }),
     },

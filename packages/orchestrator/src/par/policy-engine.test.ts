@@ -3,7 +3,7 @@ import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { LIMIT_NAMES } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
-import { evaluatePolicy } from './policy-engine.js';
+import { evaluatePolicy } from './evaluate-policy.js';
 
 // The public samples beside the repository when they are there, else the test copies.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
@@ -229,6 +229,35 @@ describe('policy engine (agent-collab-harness v1)', () => {
     expect(result.reasons).toHaveLength(1);
     expect(result.reasons[0]).toMatch(/^evaluation_error:/);
     expect(result.reasons[0]).toContain(message);
+  });
+
+  // Issue 22: a limit override counts only with a valid signature of a key the policy pins.
+  it.each([
+    [
+      'unsigned (a made-up signature)',
+      () => ({
+        ...override('max_cycles', 5, 2),
+        authorization: { scheme: 'hmac-sha256', key_id: KEY, signature: '0'.repeat(64) },
+      }),
+    ],
+    ['tampered (the value raised after signing)', () => ({ ...override('max_cycles', 5, 2), value: 50 })],
+    [
+      'forged (signed with another secret)',
+      () => sign({ ...override('max_cycles', 5, 2), authorization: undefined }, 'not the secret'),
+    ],
+    [
+      'signed by a key the policy does not pin',
+      () =>
+        sign(
+          { ...override('max_cycles', 5, 2), authorization: undefined, actor: 'human:mallory' },
+          'mallory',
+          'mallory',
+        ),
+    ],
+  ])('fails closed on a limit override that is %s, instead of raising the limit', (_name, record) => {
+    const result = run({ cycle: 3, pending_action_hash: ACTION, overrides: [record()] });
+    expect(result).toMatchObject({ decision: 'stop', policy_hash: null, effective_limits: {} });
+    expect(result.reasons[0]).toMatch(/^evaluation_error:checkpoint: overrides\.0: /);
   });
 
   it('fails closed when the secret does not hash to the policy key hash', () => {

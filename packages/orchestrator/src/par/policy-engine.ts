@@ -1,4 +1,3 @@
-import { createHmac, timingSafeEqual } from 'node:crypto';
 import type { z } from 'zod';
 import {
   LIMIT_NAMES,
@@ -13,8 +12,15 @@ import {
 } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { sha256 } from '../hash.js';
+import { verifyHumanRecord } from './human-records.js';
+import { normalizePortablePolicy } from './portable-policy.js';
 
-/** The metrics a checkpoint reports, and the limit each is held against. */
+// The policy engine for agent-collab-harness v1 files, step for step as the harness's
+// `evaluate_policy` (agent_collab_harness/policy.py, 0.5.1): validate the checkpoint, then the
+// policy, verify every signed record, apply overrides, decide. Version-2 files go to
+// goal-engine.ts through `evaluatePolicy`.
+
+/** The metrics a checkpoint reports and the limit each is held against, in the harness's order (HARD_METRICS). */
 const REACHED: readonly [keyof ParCheckpoint, LimitName][] = [
   ['cycle', 'max_cycles'],
   ['tool_calls', 'max_tool_calls'],
@@ -27,30 +33,56 @@ const REACHED: readonly [keyof ParCheckpoint, LimitName][] = [
   ['memory_digest_tokens', 'max_memory_digest_tokens'],
   ['child_result_words', 'max_child_result_words'],
 ];
+/** Limits that stop only when exceeded, in the harness's order. */
 const EXCEEDED: readonly [keyof ParCheckpoint, LimitName][] = [
   ['children_spawned', 'max_children_per_parent'],
   ['active_children', 'max_concurrency'],
 ];
-/** The metric each limit is compared with (for overrides). */
-const METRIC_OF: Partial<Record<LimitName, keyof ParCheckpoint>> = {
-  ...Object.fromEntries([...REACHED, ...EXCEEDED].map(([metric, limit]) => [limit, metric])),
+/** The metric each limit is compared with (for overrides): LIMIT_OBSERVED_METRICS. */
+const METRIC_OF: Record<LimitName, keyof ParCheckpoint> = {
+  ...(Object.fromEntries([...REACHED, ...EXCEEDED].map(([metric, limit]) => [limit, metric])) as Record<
+    LimitName,
+    keyof ParCheckpoint
+  >),
   checkpoint_transcript_bytes: 'transcript_bytes',
 };
+/** The observed metrics of a decision, in the harness's order (`_observed_metrics`). */
 const OBSERVED = [
-  ...REACHED.map(([metric]) => metric),
-  ...EXCEEDED.map(([metric]) => metric),
+  'cycle',
+  'tool_calls',
+  'elapsed_seconds',
+  'transcript_bytes',
+  'same_failure_retries',
+  'no_evidence_cycles',
+  'children_spawned',
+  'active_children',
+  'task_packet_tokens',
+  'parent_summary_tokens',
+  'memory_digest_tokens',
+  'child_result_words',
   'last_checkpoint_transcript_bytes',
+] as const satisfies readonly (keyof ParCheckpoint)[];
+/** Metrics of the active context: in a v2 evaluation they may shrink below an override's observation. */
+export const CONTEXT_METRICS = [
+  'child_result_words',
+  'memory_digest_tokens',
+  'parent_summary_tokens',
+  'task_packet_tokens',
+  'transcript_bytes',
 ] as const;
 
 /** A file that does not parse: the field is the file, the problem its first issue. */
-const issueError = (what: string, error: z.ZodError) => {
+export const issueError = (what: string, error: z.ZodError) => {
   const issue = firstIssue(error);
   return invalidInput(what, `${issue.path}: ${issue.message}`);
 };
 
-/** Parses and checks a policy: the schema, plus the rules JSON Schema cannot express. */
+/**
+ * Parses and checks a v1 policy: the public form, or the portable-harness form (normalized as the
+ * harness does), plus the rules JSON Schema cannot express.
+ */
 export function validatePolicy(raw: unknown): ParPolicy {
-  const parsed = ParPolicySchema.safeParse(raw);
+  const parsed = ParPolicySchema.safeParse(normalizePortablePolicy(raw));
   if (!parsed.success) throw issueError('policy', parsed.error);
   const { limits } = parsed.data;
   if (limits.max_transcript_bytes < limits.checkpoint_transcript_bytes) {
@@ -62,126 +94,103 @@ export function validatePolicy(raw: unknown): ParPolicy {
   return parsed.data;
 }
 
-/** Signs a human record: HMAC-SHA256 with the key's secret over the record's canonical JSON (without `authorization`). */
-export function signHumanRecord<T extends { actor: string }>(
-  unsigned: T,
-  keyId: string,
-  secret: string,
-): T & { authorization: { scheme: 'hmac-sha256'; key_id: string; signature: string } } {
-  const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest('hex');
-  return { ...unsigned, authorization: { scheme: 'hmac-sha256', key_id: keyId, signature } };
-}
-
-/** Checks that a key id may sign under the policy: the policy knows it and the secret hashes to its key hash. */
-export function checkHumanKey(
-  policy: ParPolicy,
-  secrets: Record<string, string>,
-  keyId: string,
-  where: string,
-): string {
-  const expectedHash = policy.human_authorization.key_hashes[keyId];
-  if (!expectedHash) throw invalidInput(where, `key ${keyId} is not in the policy's key_hashes`);
-  const secret = secrets[keyId];
-  if (secret === undefined) throw invalidInput(where, `no secret for key ${keyId} in AGENT_COLLAB_HUMAN_KEYS_JSON`);
-  if (sha256(secret) !== expectedHash)
-    throw invalidInput(where, `the secret of key ${keyId} does not match the policy's key hash`);
-  return secret;
-}
-
-/** Checks one human record: its key is the policy's, its secret hashes right, its signature is the secret's. */
-export function verifyHumanRecord(
-  record: { actor: string; authorization: { key_id: string; signature: string } },
-  policy: ParPolicy,
-  secrets: Record<string, string>,
-  where: string,
-) {
-  const keyId = record.actor.slice('human:'.length);
-  if (record.authorization.key_id !== keyId) throw invalidInput(where, `authorization.key_id is not the actor's key`);
-  const secret = checkHumanKey(policy, secrets, keyId, where);
-  const { authorization: _authorization, ...unsigned } = record;
-  const signature = createHmac('sha256', secret).update(canonicalJson(unsigned), 'utf8').digest();
-  const given = Buffer.from(record.authorization.signature, 'hex');
-  if (given.length !== signature.length || !timingSafeEqual(given, signature))
-    throw invalidInput(where, `bad signature`);
-}
-
-/** Parses and checks a checkpoint against its policy (signatures, action hashes, overrides). */
-export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Record<string, string>): ParCheckpoint {
+/** Checks a v1 checkpoint's shape and the rules between its fields, as the harness's `validate_checkpoint`. */
+export function checkCheckpoint(raw: unknown): ParCheckpoint {
   const parsed = ParCheckpointSchema.safeParse(raw);
   if (!parsed.success) throw issueError('checkpoint', parsed.error);
   const checkpoint = parsed.data;
+  const overridden = new Set<string>();
+  checkpoint.overrides.forEach((override, index) => {
+    if (overridden.has(override.limit))
+      throw invalidInput(`checkpoint: overrides.${index}`, `a second override of ${override.limit}`);
+    overridden.add(override.limit);
+  });
   const records = [...checkpoint.decisions, ...checkpoint.overrides];
   if (records.length > 0) {
     if (!checkpoint.pending_action_hash)
       throw invalidInput('checkpoint', 'pending_action_hash is required when decisions or overrides exist');
-    for (const record of records) {
-      if (record.affected_action_hash !== checkpoint.pending_action_hash) {
-        throw invalidInput('checkpoint', 'a record does not concern the pending action (affected_action_hash)');
-      }
-    }
-  }
-  checkpoint.decisions.forEach((decision, index) =>
-    verifyHumanRecord(decision, policy, secrets, `checkpoint: decisions.${index}`),
-  );
-  const overridden = new Set<string>();
-  checkpoint.overrides.forEach((override, index) => {
-    const where = `checkpoint: overrides.${index}`;
-    if (overridden.has(override.limit)) throw invalidInput(where, `a second override of ${override.limit}`);
-    overridden.add(override.limit);
-    verifyHumanRecord(override, policy, secrets, where);
-    const limit = policy.limits[override.limit];
-    const metric = METRIC_OF[override.limit];
-    const current = metric ? Number(checkpoint[metric]) : Infinity;
-    if (!(override.observed_value < limit))
-      throw invalidInput(where, `observed_value must be below the policy's ${override.limit} (${limit})`);
-    if (!(override.observed_value <= current))
-      throw invalidInput(where, `observed_value must not exceed the current ${metric}`);
-    if (!(override.value >= limit)) throw invalidInput(where, `an override only raises a limit (value ≥ ${limit})`);
-  });
-  const latest = new Map<string, string>();
-  for (const decision of checkpoint.decisions) {
-    const key = `${decision.gate}\u0000${Date.parse(decision.timestamp)}`;
-    if (latest.has(key)) throw invalidInput('checkpoint', `two decisions of gate ${decision.gate} at the same time`);
-    latest.set(key, decision.decision);
+    if (records.some((record) => record.affected_action_hash !== checkpoint.pending_action_hash))
+      throw invalidInput('checkpoint', 'a record does not concern the pending action (affected_action_hash)');
   }
   return checkpoint;
 }
 
-/** Reads AGENT_COLLAB_HUMAN_KEYS_JSON (a JSON object: key id → secret). */
-export function humanKeysFrom(environment: NodeJS.ProcessEnv = process.env): Record<string, string> {
-  const raw = environment.AGENT_COLLAB_HUMAN_KEYS_JSON;
-  if (!raw) return {};
-  let keys: unknown;
-  try {
-    keys = JSON.parse(raw);
-  } catch {
-    throw invalidInput('AGENT_COLLAB_HUMAN_KEYS_JSON', 'is not JSON');
-  }
-  if (
-    !keys ||
-    typeof keys !== 'object' ||
-    Array.isArray(keys) ||
-    Object.values(keys).some((value) => typeof value !== 'string')
-  ) {
-    throw invalidInput('AGENT_COLLAB_HUMAN_KEYS_JSON', 'must be a JSON object of key id → secret');
-  }
-  return keys as Record<string, string>;
+/** Verifies the signature of every decision and override (`_verify_authorizations`). */
+export function verifyAuthorizations(checkpoint: ParCheckpoint, policy: ParPolicy, secrets: Record<string, string>) {
+  checkpoint.decisions.forEach((decision, index) =>
+    verifyHumanRecord(decision, policy, secrets, `checkpoint: decisions.${index}`),
+  );
+  checkpoint.overrides.forEach((override, index) =>
+    verifyHumanRecord(override, policy, secrets, `checkpoint: overrides.${index}`),
+  );
 }
 
-/** The decision for a valid policy and checkpoint (pure). */
-export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDecision {
+/** The metrics a decision reports, in the harness's order. */
+export const observedMetrics = (checkpoint: ParCheckpoint): Record<(typeof OBSERVED)[number], number> =>
+  Object.fromEntries(OBSERVED.map((metric) => [metric, Number(checkpoint[metric])])) as never;
+
+/**
+ * The limits after the checkpoint's signed overrides (`_effective_limits`): an override must have
+ * been authorized before its limit was exhausted, may not claim more than is observed (in v2 the
+ * active context may shrink), and only raises a limit.
+ */
+export function effectiveLimits(
+  checkpoint: ParCheckpoint,
+  policy: ParPolicy,
+  options: { contextCanShrink?: boolean } = {},
+): Record<LimitName, number> {
   const limits: Record<LimitName, number> = { ...policy.limits };
-  for (const override of checkpoint.overrides) limits[override.limit] = override.value;
+  const metrics = observedMetrics(checkpoint);
+  checkpoint.overrides.forEach((override, index) => {
+    const where = `checkpoint: overrides.${index}`;
+    const metric = METRIC_OF[override.limit] as (typeof OBSERVED)[number];
+    const limit = limits[override.limit];
+    if (!(override.observed_value < limit))
+      throw invalidInput(where, `observed_value must be below the policy's ${override.limit} (${limit})`);
+    const shrinkable = options.contextCanShrink && (CONTEXT_METRICS as readonly string[]).includes(metric);
+    if (override.observed_value > metrics[metric] && !shrinkable)
+      throw invalidInput(where, `observed_value must not exceed the current ${metric}`);
+    if (override.value < limit) throw invalidInput(where, `an override only raises a limit (value ≥ ${limit})`);
+    limits[override.limit] = override.value;
+  });
+  return limits;
+}
+
+/** Parses and checks a checkpoint against its policy: shape, signatures, overrides. */
+export function validateCheckpoint(raw: unknown, policy: ParPolicy, secrets: Record<string, string>): ParCheckpoint {
+  const checkpoint = checkCheckpoint(raw);
+  verifyAuthorizations(checkpoint, policy, secrets);
+  effectiveLimits(checkpoint, policy);
+  latestDecisions(checkpoint);
+  return checkpoint;
+}
+
+/**
+ * The latest decision of each gate, in the order gates first appear. Two decisions of one gate at
+ * the same time are ambiguous only when they would both be the latest so far (as the harness reads them).
+ */
+export function latestDecisions(checkpoint: ParCheckpoint): Map<string, ParCheckpoint['decisions'][number]> {
+  const latest = new Map<string, ParCheckpoint['decisions'][number]>();
+  for (const decision of checkpoint.decisions) {
+    const current = latest.get(decision.gate);
+    const at = Date.parse(decision.timestamp);
+    if (!current || at > Date.parse(current.timestamp)) latest.set(decision.gate, decision);
+    else if (at === Date.parse(current.timestamp))
+      throw invalidInput('checkpoint', `two decisions of gate ${decision.gate} at the same time`);
+  }
+  return latest;
+}
+
+/** The decision for a valid policy and checkpoint with these effective limits (pure). */
+export function decide(
+  policy: ParPolicy,
+  checkpoint: ParCheckpoint,
+  limits: Record<LimitName, number>,
+  hash: string,
+): PolicyDecision {
   const reasons: string[] = [];
   if (checkpoint.status !== 'running') reasons.push(`task_status:${checkpoint.status}`);
-  const latestByGate = new Map<string, { timestamp: number; decision: string }>();
-  for (const decision of checkpoint.decisions) {
-    const timestamp = Date.parse(decision.timestamp);
-    const known = latestByGate.get(decision.gate);
-    if (!known || timestamp > known.timestamp)
-      latestByGate.set(decision.gate, { timestamp, decision: decision.decision });
-  }
-  for (const [gate, { decision }] of latestByGate)
+  for (const [gate, { decision }] of latestDecisions(checkpoint))
     if (decision !== 'approve') reasons.push(`human_gate:${gate}:${decision}`);
   for (const [metric, limit] of REACHED) {
     const observed = Number(checkpoint[metric]);
@@ -191,14 +200,11 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
     const observed = Number(checkpoint[metric]);
     if (observed > limits[limit]) reasons.push(`limit_exceeded:${metric}=${observed}:${limit}=${limits[limit]}`);
   }
-  let decision: PolicyDecision['decision'] = 'continue';
-  let checkpointRequired = false;
-  if (reasons.length > 0) decision = 'stop';
-  else {
+  let decision: PolicyDecision['decision'] = reasons.length > 0 ? 'stop' : 'continue';
+  if (decision === 'continue') {
     const growth = checkpoint.transcript_bytes - checkpoint.last_checkpoint_transcript_bytes;
     if (growth >= limits.checkpoint_transcript_bytes) {
       decision = 'checkpoint';
-      checkpointRequired = true;
       reasons.push(
         `checkpoint_required:transcript_growth=${growth}:checkpoint_transcript_bytes=${limits.checkpoint_transcript_bytes}`,
       );
@@ -207,24 +213,32 @@ export function decide(policy: ParPolicy, checkpoint: ParCheckpoint): PolicyDeci
   return {
     schema_version: 1,
     policy_id: policy.policy_id,
-    policy_hash: policyHash(policy),
+    policy_hash: hash,
     decision,
     spawn_allowed:
       decision === 'continue' &&
       checkpoint.children_spawned < limits.max_children_per_parent &&
       checkpoint.active_children < limits.max_concurrency,
-    checkpoint_required: checkpointRequired,
+    checkpoint_required: decision === 'checkpoint',
     reasons,
     effective_limits: Object.fromEntries(LIMIT_NAMES.map((name) => [name, limits[name]])),
-    observed_metrics: Object.fromEntries(OBSERVED.map((metric) => [metric, Number(checkpoint[metric])])),
+    observed_metrics: observedMetrics(checkpoint),
   };
+}
+
+/** A v1 evaluation of raw documents: validate, verify, decide. Throws INVALID_INPUT naming the problem. */
+export function evaluateV1(rawPolicy: unknown, rawCheckpoint: unknown, secrets: Record<string, string>) {
+  const checkpoint = checkCheckpoint(rawCheckpoint);
+  const policy = validatePolicy(rawPolicy);
+  verifyAuthorizations(checkpoint, policy, secrets);
+  return decide(policy, checkpoint, effectiveLimits(checkpoint, policy), documentHash(rawPolicy));
 }
 
 /** The decision a failure to read or validate the input gives: stop, with the reason. */
 export function failClosed(policyId: string, message: string): PolicyDecision {
   return {
     schema_version: 1,
-    policy_id: policyId || 'unknown-policy',
+    policy_id: policyId.trim() || 'unreadable-policy',
     policy_hash: null,
     decision: 'stop',
     spawn_allowed: false,
@@ -235,23 +249,11 @@ export function failClosed(policyId: string, message: string): PolicyDecision {
   };
 }
 
-/**
- * The policy engine: validates the policy and checkpoint (with the human keys) and decides.
- * Never throws: invalid input fails closed (`stop`, reason `evaluation_error:…`).
- */
-export function evaluatePolicy(input: {
-  policy: unknown;
-  checkpoint: unknown;
-  policyName: string;
-  humanKeys?: Record<string, string>;
-}): PolicyDecision {
-  try {
-    const policy = validatePolicy(input.policy);
-    return decide(policy, validateCheckpoint(input.checkpoint, policy, input.humanKeys ?? {}));
-  } catch (error) {
-    return failClosed(input.policyName, (error as Error).message);
-  }
-}
+/** SHA-256 of a document's canonical JSON: how a decision names its policy (of the file as written). */
+export const documentHash = (document: unknown) => sha256(canonicalJson(document));
+/** The hash a decision names its policy by. */
+export const policyHash = documentHash;
 
-/** The hash a decision names its policy by: SHA-256 of the policy's canonical JSON. */
-export const policyHash = (policy: ParPolicy) => sha256(canonicalJson(policy));
+/** Whether a policy or checkpoint document is a version-2 ("goal slice") one. */
+export const isVersionTwo = (document: unknown) =>
+  (document as { schema_version?: unknown } | null)?.schema_version === 2;

@@ -1,27 +1,29 @@
 import { randomUUID } from 'node:crypto';
-import { existsSync } from 'node:fs';
-import { basename, extname, relative } from 'node:path';
+import { relative } from 'node:path';
 import { createActor, toPromise, type InspectionEvent, type Observer } from 'xstate';
 import { SpanStatusCode, context as otelContext, trace, type Context } from '@opentelemetry/api';
 import {
-  ParCheckpointSchema,
   PolishError,
-  invalidInput,
+  type AnyPolicyDecision,
   type ParCheckpoint,
   type ParFinalStatus,
   type ParTaskFile,
-  type PolicyDecision,
+  type PriceTable,
   type RunEvent,
 } from '@polish/protocol';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { UnstampedEvent } from '../dispatch/validated-dispatch.js';
 import { writeFileAtomic } from '../write-file-atomic.js';
-import { evaluatePolicy } from './policy-engine.js';
-import { coordPaths, readJsonFile, readTaskFile, readWorkspace, resolveRef, writeTaskFile } from './coord-files.js';
+import { evaluatePolicy } from './evaluate-policy.js';
+import { resolveRef, writeTaskFile } from './coord-files.js';
 import { renderFinalReport } from './final-report.js';
-import { parMachine, pendingActionHash, pendingGates } from './par-machine.js';
+import { parMachine, pendingGates } from './par-machine.js';
 import { createParActors } from './par-actors.js';
 import { checkGitWorkspace, commitWorkspace } from './git-workspace.js';
+import { pendingActionHash } from './task-spec.js';
+import { advanceCheckpoint } from './goal-slices.js';
+import { documentOf, parStateOf, type GoalEnvelope, type ParState } from './par-state.js';
+import { loadTask, prepareRun } from './par-start.js';
 
 /** No-op unless an OpenTelemetry SDK is registered. */
 const tracer = trace.getTracer('@polish/orchestrator');
@@ -49,6 +51,8 @@ export interface ParRunOptions {
   onEvent?: (event: RunEvent) => void;
   /** Re-sends of a task whose answer breaks the contract, as in the polish loop. Default 1. */
   maxContractRedispatch?: number;
+  /** Prices (US dollars per million tokens) for each call's cost; without them cost is unknown (null). */
+  prices?: PriceTable;
 }
 
 /** How a PAR run ended, and where its files are. */
@@ -57,7 +61,7 @@ export interface ParRunResult {
   topic: string;
   final_status: ParFinalStatus;
   reason: string;
-  decision: PolicyDecision | null;
+  decision: AnyPolicyDecision | null;
   cycles: number;
   /** True when the run was interrupted (the checkpoint on disk is the last completed cycle's). */
   interrupted: boolean;
@@ -73,31 +77,13 @@ function workspacePathOf(workspace: string, ref: string): string {
   return path.startsWith('..') ? '' : path;
 }
 
-/** The status a stopped checkpoint records, from the policy's first reason. */
+/** The status a stopped checkpoint records, from the policy's first reason (or the spawn refusal). */
 function stoppedStatus(checkpoint: ParCheckpoint, reasons: readonly string[]): ParCheckpoint['status'] {
   const first = reasons[0] ?? '';
   if (/^human_gate:.*:decline$/.test(first)) return 'declined';
   if (/^human_gate:.*:revise$/.test(first)) return 'blocked';
-  if (first.startsWith('limit_')) return 'budget_exhausted';
+  if (/^(limit_|goal_limit:|spawn_not_allowed:)/.test(first)) return 'budget_exhausted';
   return checkpoint.status;
-}
-
-/** The task's files, loaded and checked. Throws INVALID_INPUT naming what is wrong. */
-function loadTask(workspace: string, topic: string) {
-  const paths = coordPaths(workspace, topic);
-  if (!existsSync(paths.task))
-    throw invalidInput('topic', `${topic}: ${paths.task} does not exist (start it with \`polish par run\`)`);
-  const task = readTaskFile(paths.task);
-  if (task.topic !== topic) throw invalidInput('task file', `${paths.task} is for topic ${task.topic}, not ${topic}`);
-  const policyPath = resolveRef(workspace, task.policy_ref);
-  const checkpointPath = resolveRef(workspace, task.checkpoint_ref);
-  return {
-    paths: { ...paths, checkpoint: checkpointPath },
-    task,
-    policyName: basename(policyPath, extname(policyPath)),
-    policy: readJsonFile(policyPath, 'policy'),
-    checkpoint: readJsonFile(checkpointPath, 'checkpoint'),
-  };
 }
 
 /**
@@ -143,7 +129,7 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
     task: ParTaskFile,
     status: ParFinalStatus,
     reason: string,
-    decision: PolicyDecision | null,
+    decision: AnyPolicyDecision | null,
     checkpoint: ParCheckpoint | null,
     interrupted = false,
   ): ParRunResult => {
@@ -187,33 +173,21 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
     critique_source: loaded.task.critique_source,
     cycles_before: loaded.task.cycles.length,
   });
-  // Validate policy and checkpoint first: invalid input fails closed, and the checkpoint on disk is left as it is.
-  const first = evaluatePolicy({ policy: loaded.policy, checkpoint: loaded.checkpoint, policyName, humanKeys });
-  if (first.policy_hash === null) {
-    progress(`par: policy: stop (${first.reasons.join('; ')})`);
-    report({ type: 'par.decision', decision: first });
-    return finish(loaded.task, 'stop', first.reasons.join('; '), first, null);
+  // Policy, checkpoint, task spec and signed decisions first: anything invalid fails closed, and the
+  // checkpoint on disk is left as it is.
+  const prepared = prepareRun(workspace, loaded, humanKeys);
+  if (!prepared.ready) {
+    progress(`par: policy: stop (${prepared.reason})`);
+    report({ type: 'par.decision', decision: prepared.decision });
+    return finish(loaded.task, 'stop', prepared.reason, prepared.decision, null);
   }
-  let checkpoint = ParCheckpointSchema.parse(loaded.checkpoint);
-  const artifact = readWorkspace(workspace);
-  // A run that waited for humans goes on once every gate has a signed decision; the policy weighs
-  // them. The decisions are about the artifact as it was when the run asked: not another one.
-  if (checkpoint.status === 'waiting_for_human') {
-    const undecided = loaded.task.acceptance_criteria.filter(
-      (criterion) => criterion.human_gate && !checkpoint.decisions.some((record) => record.gate === criterion.id),
+  if (prepared.note) progress(`par: ${prepared.note}`);
+  if (prepared.lessons.length > 0)
+    progress(
+      `par: ${prepared.lessons.length} approved lesson(s) for the planner: ${prepared.lessons.map((lesson) => lesson.id).join(', ')}`,
     );
-    if (undecided.length === 0) {
-      if (checkpoint.pending_action_hash !== pendingActionHash(loaded.task, checkpoint, artifact)) {
-        const reason =
-          'the workspace changed after the run asked for a human decision: the decisions recorded do not cover it';
-        progress(`par: ${reason}`);
-        return finish(loaded.task, 'stop', reason, first, checkpoint);
-      }
-      checkpoint = { ...checkpoint, status: 'running' };
-    }
-  }
-  // A run stopped at a limit is weighed again: a signed override may have raised it since.
-  if (checkpoint.status === 'budget_exhausted') checkpoint = { ...checkpoint, status: 'running', stop_reason: null };
+  let state: ParState = prepared.state;
+  const { artifact } = prepared;
 
   // The agent's writes never reach the files that govern it.
   const protectedPaths = new Set([
@@ -223,8 +197,18 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
   const controller = new AbortController();
   const onAbort = () => controller.abort(options.signal?.reason);
   options.signal?.addEventListener('abort', onAbort, { once: true });
-  const decide = (candidate: ParCheckpoint) =>
-    evaluatePolicy({ policy: loaded.policy, checkpoint: candidate, policyName, humanKeys });
+  const decide = (candidate: ParState) =>
+    evaluatePolicy({ policy: loaded.policy, checkpoint: documentOf(candidate), policyName, humanKeys });
+  // One request id per slice: advancing again after a restart changes nothing.
+  const advance = (candidate: ParState) =>
+    parStateOf(
+      advanceCheckpoint(
+        documentOf(candidate),
+        loaded.policy,
+        `par-${topic}-slice-${candidate.goal?.slice_id ?? 0}`,
+        humanKeys,
+      ),
+    );
   const machine = parMachine.provide({
     actors: createParActors({
       dispatcher: options.dispatcher,
@@ -232,27 +216,29 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
       paths,
       protectedPaths,
       decide,
-      cycle: () => checkpoint.cycle + 1,
-      recorded: (recorded) => (checkpoint = recorded),
+      advance,
+      cycle: () => (state.goal?.baseline.cycle ?? 0) + state.checkpoint.cycle + 1,
+      recorded: (recorded) => (state = recorded),
       answeredBy: (model) => models.add(model),
       signal: controller.signal,
       report,
       progress,
       traceContext,
+      ...(options.prices ? { prices: options.prices } : {}),
       ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),
       ...(options.git ? { git: true } : {}),
     }),
   });
 
   const actor = createActor(machine, {
-    input: { task: loaded.task, checkpoint, artifact },
+    input: { task: loaded.task, ...state, artifact, lessons: prepared.lessons },
     ...(options.inspect ? { inspect: options.inspect } : {}),
   });
   let lastState = '';
   actor.subscribe((snapshot) => {
-    const state = String(snapshot.value);
-    if (state !== lastState) report({ type: 'state.entered', state });
-    lastState = state;
+    const value = String(snapshot.value);
+    if (value !== lastState) report({ type: 'state.entered', state: value });
+    lastState = value;
   });
   const cancel = () =>
     actor.send({ type: 'CANCEL', reason: `interrupted (${String(controller.signal.reason ?? 'aborted')})` });
@@ -264,6 +250,7 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
   const snapshot = actor.getSnapshot();
   const { task, decision, final } = snapshot.context;
   let finalCheckpoint = snapshot.context.checkpoint;
+  let finalGoal: GoalEnvelope | null = snapshot.context.goal;
   const status = final?.status ?? 'error';
   const reason = final?.reason ?? 'the run ended without a status';
 
@@ -281,12 +268,14 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
   let lastDecision = decision;
   if (snapshot.value === 'passed') {
     finalCheckpoint = { ...finalCheckpoint, status: 'completed', stop_reason: null };
-    lastDecision = decide(finalCheckpoint);
-  } else if (snapshot.value === 'stopped') {
+    if (finalGoal) finalGoal = { ...finalGoal, next_step: '', requires_human: false };
+    lastDecision = decide({ checkpoint: finalCheckpoint, goal: finalGoal });
+  } else if (snapshot.value === 'stopped' || snapshot.value === 'spawnRefused') {
+    const reasons = snapshot.value === 'spawnRefused' ? [reason] : (decision?.reasons ?? []);
     finalCheckpoint = withPending({
       ...finalCheckpoint,
-      status: stoppedStatus(finalCheckpoint, decision?.reasons ?? []),
-      stop_reason: decision?.reasons[0] ?? 'stopped by the policy',
+      status: stoppedStatus(finalCheckpoint, reasons),
+      stop_reason: reasons[0] ?? 'stopped by the policy',
     });
   } else if (snapshot.value === 'handedBack') {
     finalCheckpoint = withPending({
@@ -296,7 +285,10 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
     });
   }
   finalCheckpoint = { ...finalCheckpoint, updated_at: new Date().toISOString() };
-  writeFileAtomic(paths.checkpoint, `${JSON.stringify(finalCheckpoint, null, 2)}\n`);
+  writeFileAtomic(
+    paths.checkpoint,
+    `${JSON.stringify(documentOf({ checkpoint: finalCheckpoint, goal: finalGoal }), null, 2)}\n`,
+  );
   const result = finish(task, status, reason, lastDecision, finalCheckpoint);
   if (options.git) await commitWorkspace(workspace, `par(final): ${status}: ${reason}`.slice(0, 200));
   return result;

@@ -109,7 +109,7 @@ export function withLockFile<T>(path: string, body: () => T, options: { readOnly
       const pid = lockHolder(path)?.pid;
       throw new PolishError(
         'INVALID_INPUT',
-        `timed out after ${lockFileSettings.timeoutMs} ms waiting for the lock ${path}${pid ? ` (held by pid ${pid})` : ''}; remove it if no polish process is writing memory proposals`,
+        `timed out after ${lockFileSettings.timeoutMs} ms waiting for the lock ${path}${pid ? ` (held by pid ${pid})` : ''}; remove it if no polish process is writing there`,
         { field: 'lock' },
       );
     }

@@ -11,10 +11,11 @@ import { RunResultSchema, type Criterion } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish } from './support/cli.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
-import { startFakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
+import { startFakeModelServer } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { fakeAnswer, roleOf } from './support/fake-llm.js';
 import { CRITERIA, fencedArtifact } from './support/scenario.js';
+import { anthropicSystem, anthropicUser } from './support/sdk-requests.js';
 
 // Role isolation, proved on a real nats-server running the configuration `polish nats-config`
 // writes: one user per role, allow-lists only.
@@ -154,7 +155,7 @@ describe('per-role NATS users (polish nats-config)', () => {
 
   it('the wire: over a 4-iteration run with a real SDK, each evaluator request holds the current artifact and the criteria, nothing else of the run; the reviser sees no scores or criteria list; the key appears nowhere', async () => {
     const claude = await startFakeModelServer(anthropicDialect, (request) => ({
-      answer: fakeAnswer(roleOf(systemOf(request)), userOf(request)),
+      answer: fakeAnswer(roleOf(anthropicSystem(request)), anthropicUser(request)),
     }));
     // Workers, orchestrator (`polish serve`, durable: KV and events), client and inspector, each as its own user.
     const host = await startHost(
@@ -200,18 +201,18 @@ describe('per-role NATS users (polish nats-config)', () => {
     const result = RunResultSchema.parse(JSON.parse(run.stdout));
     expect([result.status, result.iterations]).toEqual(['CONVERGED', 4]);
 
-    const evaluations = claude.requests.filter((request) => roleOf(systemOf(request)) === 'evaluate');
-    const revisions = claude.requests.filter((request) => roleOf(systemOf(request)) === 'revise');
+    const evaluations = claude.requests.filter((request) => roleOf(anthropicSystem(request)) === 'evaluate');
+    const revisions = claude.requests.filter((request) => roleOf(anthropicSystem(request)) === 'revise');
     expect([evaluations.length, revisions.length]).toEqual([4, 3]);
     evaluations.forEach((request, index) => {
-      const text = userOf(request);
+      const text = anthropicUser(request);
       expect(fencedArtifact(text).trim()).toBe(`# Limits\nversion ${index} of the rate limit page.`);
       for (const criterion of CRITERIA) expect(text).toContain(`${criterion.id}: ${criterion.text}`);
       for (let other = 0; other <= 4; other += 1) if (other !== index) expect(text).not.toContain(`version ${other}`);
       expect(text).not.toMatch(/fix C\d|iteration|gap|"pass"/i);
     });
     for (const request of revisions) {
-      const text = userOf(request);
+      const text = anthropicUser(request);
       expect(text).not.toMatch(/"pass"|score|criterion_id/i);
       for (const criterion of CRITERIA) expect(text).not.toContain(criterion.text);
     }
@@ -290,15 +291,3 @@ describe('injection: the artifact is data', () => {
     }
   });
 });
-
-type Block = { text: string };
-function systemOf(request: RecordedRequest): string {
-  return ((request.body.system as Block[])[0] as Block).text;
-}
-function userOf(request: RecordedRequest): string {
-  return (request.body.messages as { content: string | Block[] }[])
-    .map((message) =>
-      typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join(''),
-    )
-    .join('\n');
-}

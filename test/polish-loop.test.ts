@@ -1,14 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { createInProcessDispatcher, startPolish } from '@polish/orchestrator';
-import {
-  PROTOCOL_VERSION,
-  PolishError,
-  ZERO_USAGE,
-  type TaskRole,
-  type TaskEnvelope,
-  type TaskReply,
-} from '@polish/protocol';
+import { PolishError, type TaskRole, type TaskEnvelope, type TaskReply } from '@polish/protocol';
 import { CRITERIA, rolesOf, runScripted, scenario, versionOf } from './support/scenario.js';
+import { foreignReply } from './support/foreign-reply.js';
 
 const T = true;
 const F = false;
@@ -209,6 +203,7 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
       'iteration.evaluated',
       'wave.started',
       'wave.finished',
+      'iteration.revised',
       'iteration.finished',
       'wave.started',
       'wave.finished',
@@ -275,7 +270,6 @@ describe('contract repair inside the agent (re-ask with the validation error cit
       { scores: [{ criterion_id: 'C1', pass: false }, ...valid.scores.slice(1)] },
       'C1 fails without a gap',
     ],
-    ['a model-computed overall', { ...valid, overall: 'pass' }, 'Unrecognized key: "overall"'],
   ])('gives up after 2 repairs on %s and the run ends FAILED with that reason', async (_name, answer, problem) => {
     const { result, requests } = await runScripted({ ...spec, criteria: CRITERIA }, () => answer);
     expect(requests).toHaveLength(3);
@@ -312,15 +306,7 @@ describe('orchestrator-side contract check (a foreign worker that skips validati
       dispatched.push(task.role);
       const result =
         task.role === 'evaluate' ? evaluations.shift() : { artifact: `${task.payload.artifact} version 2` };
-      return {
-        v: PROTOCOL_VERSION,
-        taskId: task.taskId,
-        ok: true,
-        result,
-        usage: ZERO_USAGE,
-        model: { provider: 'foreign', model: 'x', scripted: true },
-        worker: { pid: 1, hostname: 'elsewhere' },
-      };
+      return foreignReply(task, result);
     };
     return { dispatcher: createInProcessDispatcher(handler), dispatched };
   }

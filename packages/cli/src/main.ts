@@ -69,6 +69,10 @@ modelOptions(
       .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
       .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
       .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
+      .option(
+        '--revise-mode <mode>',
+        'how wave 3 answers: auto (default: edits for artifacts of 4,000+ characters, else the whole text), edits, full',
+      )
       .option('--out <file>', 'write the final artifact here instead of standard output')
       .option('--json', 'print the result object as JSON on standard output')
       .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
@@ -93,6 +97,7 @@ modelOptions(
     .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
     .option('--pool <n>', 'warm worker processes per role (default 2)')
     .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+    .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
     .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
     .option(
       '--credentials <file>',

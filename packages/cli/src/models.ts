@@ -15,6 +15,7 @@ import {
   PolishError,
   PriceTableSchema,
   type PriceTable,
+  type ReviseMode,
   type Role,
   type TaskRole,
 } from '@polish/protocol';
@@ -190,4 +191,30 @@ export function describeModels(byRole: Partial<Record<TaskRole, ModelSettings>>)
     ([model, users]) =>
       `${users.join(', ')}: ${model}${model.startsWith('scripted:') ? ' (SCRIPTED, not an LLM)' : ''}`,
   );
+}
+
+/** How a run asks its agents to answer: the reviser's form and the evaluator's evidence. */
+export interface AnswerFlags {
+  revise?: ReviseMode;
+  evidence?: boolean;
+}
+
+/**
+ * Each role's model with the answer settings a run asks for: the reviser answers in the run's
+ * form (edits or full text) and the evaluator quotes evidence or not. These reach a worker with
+ * its model settings, as everything a worker knows does: the payloads stay as they are.
+ */
+export function withAnswers(
+  byRole: Partial<Record<TaskRole, ModelSettings>>,
+  answers: AnswerFlags,
+): Partial<Record<TaskRole, ModelSettings>> {
+  const styled = { ...byRole };
+  const set = (role: TaskRole, style: NonNullable<AnswerFlags>) => {
+    const settings = styled[role];
+    if (!settings || settings.provider === 'none') return;
+    styled[role] = { ...settings, answers: { ...settings.answers, ...style } };
+  };
+  if (answers.revise !== undefined) set('revise', { revise: answers.revise });
+  if (answers.evidence !== undefined) set('evaluate', { evidence: answers.evidence });
+  return styled;
 }

@@ -7,6 +7,8 @@ export interface SpecFlags {
   criteria?: string;
   threshold?: string;
   cap?: string;
+  /** How Wave 3 answers: auto (default), edits or full. */
+  reviseMode?: string;
 }
 
 function readText(field: string, path: string): string {
@@ -44,6 +46,9 @@ function parseCap(raw: string | undefined): number | undefined {
   return Number(raw);
 }
 
+/** The flag a spec field is given with, where their names differ. */
+const FLAG_OF_FIELD: Record<string, string> = { revise_mode: 'revise-mode' };
+
 /** Reads the artifact and flags into a validated run spec, or throws INVALID_INPUT naming the field. */
 export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
   if (flags.goal === undefined || flags.goal.trim() === '')
@@ -57,10 +62,12 @@ export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
     ...(criteria === undefined ? {} : { criteria }),
     ...(flags.threshold === undefined ? {} : { threshold: flags.threshold }),
     ...(cap === undefined ? {} : { cap }),
+    ...(flags.reviseMode === undefined ? {} : { revise_mode: flags.reviseMode }),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw invalidInput(String(issue?.path[0] ?? 'spec'), issue?.message ?? 'invalid');
+    const field = String(issue?.path[0] ?? 'spec');
+    throw invalidInput(FLAG_OF_FIELD[field] ?? field, issue?.message ?? 'invalid');
   }
   return parsed.data;
 }

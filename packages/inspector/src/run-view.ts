@@ -1,6 +1,6 @@
 import { diffLines } from 'diff';
 import type { AnyStateMachine } from 'xstate';
-import type { ParCycleRecord, PolicyDecision, RunEvent, TaskRole } from '@polish/protocol';
+import type { ParCycleRecord, PolicyDecision, RevisionReport, RunEvent, TaskRole } from '@polish/protocol';
 
 /** A statechart as the page draws it: the machine's own states and transitions. */
 export interface MachineGraph {
@@ -75,6 +75,8 @@ export interface ArtifactVersion {
   diff: DiffPart[];
   /** The version was too large to keep in the events. */
   omitted: boolean;
+  /** The revision that made this version: its form, edits and the criterion each claims, its size. */
+  revision?: RevisionReport;
 }
 
 /** Everything the page shows of one run, computed from its events (all, or the first `upto` for replay). */
@@ -166,6 +168,8 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
     final: null,
   };
   const open = new Map<string, TimelineEntry>();
+  // The revision reported before the version it made is evaluated.
+  let revision: RevisionReport | undefined;
   let gates = new Set<string>();
   const reviews = new Map<number, { id: string; passed: boolean; evidence: string }[]>();
   for (const event of events) {
@@ -195,8 +199,9 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           attempts: null,
         };
         view.timeline.push(entry);
-        open.set(`${event.role}:${event.iteration}`, entry);
-        if (event.role === 'evaluate') {
+        open.set(`${event.role}:${event.iteration}:${event.judge ?? 1}`, entry);
+        // Every judge of a quorum gets the same version: it is one version.
+        if (event.role === 'evaluate' && (event.judge ?? 1) === 1) {
           const artifact = (event.payload as { artifact?: unknown } | undefined)?.artifact;
           const previous = view.versions.at(-1);
           if (typeof artifact === 'string') {
@@ -206,6 +211,7 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
               text: artifact,
               diff: base === undefined ? [] : diff(base, artifact),
               omitted: false,
+              ...(revision ? { revision } : {}),
             });
           } else {
             // Left out of the event (too large, or stored by reference): say so rather than diff against the wrong base.
@@ -214,13 +220,21 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
               text: `(this version, ${event.payload_bytes ?? '?'} bytes, is not kept in the events)`,
               diff: [],
               omitted: true,
+              ...(revision ? { revision } : {}),
             });
           }
+          revision = undefined;
         }
         break;
       }
+      case 'iteration.revised': {
+        const { type: _type, runId: _runId, at: _at, iteration: _iteration, ...report } = event;
+        revision = report;
+        break;
+      }
       case 'wave.finished': {
-        const entry = open.get(`${event.role}:${event.iteration}`);
+        const key = `${event.role}:${event.iteration}:${event.judge ?? 1}`;
+        const entry = open.get(key);
         if (entry) {
           Object.assign(entry, {
             finished_at: event.at,
@@ -232,7 +246,7 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
             worker: `pid ${event.worker.pid} on ${event.worker.hostname}`,
             attempts: event.attempts,
           });
-          open.delete(`${event.role}:${event.iteration}`);
+          open.delete(key);
         }
         if (event.role === 'evaluate') {
           const scores =

@@ -253,10 +253,46 @@ function renderVersions(view) {
     }),
   );
   const chosen = versions[page.version];
+  renderRevision(chosen?.revision);
   const diff = $('diff');
   if (!chosen) return diff.replaceChildren(document.createTextNode('no version yet'));
   if (chosen.diff.length === 0) return diff.replaceChildren(document.createTextNode(chosen.text));
   diff.replaceChildren(...chosen.diff.map((part) => el('span', { class: part.kind }, part.text)));
+}
+
+const clip = (text, length = 160) => (text.length > length ? `${text.slice(0, length)}…` : text);
+
+/** What the revision that made a version changed: its edits with the criterion each claims, or its size as a whole text. */
+function renderRevision(revision) {
+  const box = $('revision');
+  if (!revision) return box.replaceChildren();
+  const size = `${revision.chars_changed.toLocaleString('en-US')} characters changed`;
+  if (revision.form === 'full') {
+    const why = revision.fell_back ? ' (edits kept failing: the reviser fell back to the whole text)' : '';
+    return box.replaceChildren(el('p', { class: 'note' }, `Revised as the whole text: ${size}${why}.`));
+  }
+  const edits = revision.edits ?? [];
+  const list = el('ol', { 'data-testid': 'edits' });
+  list.replaceChildren(
+    ...edits.map((edit) => {
+      const item = el('li', { 'data-criterion': edit.criterion_id });
+      item.append(
+        el('strong', {}, `${edit.criterion_id} `),
+        el('span', { class: 'removed' }, clip(edit.find)),
+        document.createTextNode(' → '),
+        el('span', { class: 'added' }, clip(edit.replace)),
+      );
+      return item;
+    }),
+  );
+  box.replaceChildren(
+    el(
+      'p',
+      { class: 'note' },
+      `Revised by ${edits.length} edit${edits.length === 1 ? '' : 's'} closing ${revision.closes.join(', ')}: ${size}.`,
+    ),
+    list,
+  );
 }
 
 function renderPar(view) {

@@ -8,8 +8,36 @@ export {
   type Criterion,
   type CriteriaResult,
 } from './criteria.js';
-export { ScoreSchema, EvaluationSchema, evaluationSchemaFor, type Score, type Evaluation } from './evaluation.js';
-export { RevisionSchema, type Revision } from './revision.js';
+export {
+  ScoreSchema,
+  EvaluationSchema,
+  evaluationSchemaFor,
+  quoteFound,
+  type Score,
+  type Evaluation,
+  type EvaluationContract,
+} from './evaluation.js';
+export {
+  RevisionSchema,
+  EditSchema,
+  EditsRevisionSchema,
+  ReviseAnswerSchema,
+  ReviseModeSchema,
+  RevisionReportSchema,
+  EDITS_THRESHOLD_CHARS,
+  usesEdits,
+  applyEdits,
+  gapIds,
+  editsSchemaFor,
+  charsChanged,
+  type Revision,
+  type Edit,
+  type EditsRevision,
+  type ReviseAnswer,
+  type ReviseMode,
+  type RevisionReport,
+} from './revision.js';
+export { readTolerantly, type TolerantRead } from './tolerant-read.js';
 export { ThresholdSchema, requiredPasses, type Threshold } from './threshold.js';
 export { MAX_CAP, DEFAULT_CAP, RunSpecSchema, type RunSpec, type RunSpecInput } from './run-spec.js';
 export {

@@ -6,6 +6,7 @@ import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { CostSchema, RunStatusSchema } from './run-result.js';
 import { WorkerInfoSchema } from './task.js';
+import { RevisionReportSchema } from './revision.js';
 
 const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
 
@@ -18,6 +19,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     type: z.literal('wave.started'),
     role: TaskRoleSchema,
     iteration: z.int().min(0),
+    /** A judge of a quorum (1..k): each evaluates the same payload in its own process. */
+    judge: z.int().min(1).optional(),
     /** What the agent received (for inspection), left out above EVENT_PAYLOAD_LIMIT bytes. */
     payload: z.unknown().optional(),
     payload_bytes: z.int().min(0).optional(),
@@ -27,6 +30,9 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     type: z.literal('wave.finished'),
     role: TaskRoleSchema,
     iteration: z.int().min(0),
+    judge: z.int().min(1).optional(),
+    /** Fields of the answer the contract does not know, dropped before validation (e.g. `overall`). */
+    dropped_fields: z.array(z.string()).optional(),
     duration_ms: z.number().min(0),
     usage: UsageSchema,
     model: ModelInfoSchema,
@@ -50,6 +56,13 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     passed: z.int(),
     total: z.int(),
     blocking_gaps: z.array(z.string()),
+  }),
+  /** The revision made from an iteration's version: its form, edits, the criteria they claim, its size. */
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('iteration.revised'),
+    iteration: z.int().min(1),
+    ...RevisionReportSchema.shape,
   }),
   /** An iteration is over (its evaluation, and the revision that followed it if any): its usage. */
   z.strictObject({

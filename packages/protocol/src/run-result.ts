@@ -3,6 +3,7 @@ import { CriteriaListSchema } from './criteria.js';
 import { ScoreSchema } from './evaluation.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { ErrorCodeSchema } from './errors.js';
+import { RevisionReportSchema } from './revision.js';
 
 /** How a run ended. CAP_REACHED is a signal, not a failure. */
 export const RunStatusSchema = z.enum(['CONVERGED', 'CAP_REACHED', 'FAILED', 'CANCELLED']);
@@ -19,6 +20,8 @@ export const IterationRecordSchema = z.strictObject({
   blocking_gaps: z.array(z.string()),
   /** Model usage of this iteration: its evaluation, plus the revision that followed it, if any. */
   usage: UsageSchema,
+  /** The revision made from this version, if any: its form, edits, claimed criteria and size. */
+  revision: RevisionReportSchema.optional(),
 });
 export type IterationRecord = z.infer<typeof IterationRecordSchema>;
 

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { CriteriaListSchema, MAX_CRITERIA } from './criteria.js';
 import { ThresholdSchema, requiredPasses } from './threshold.js';
+import { ReviseModeSchema } from './revision.js';
 
 /** Most iterations a run may be given (DESIGN §1). */
 export const MAX_CAP = 8;
@@ -24,6 +25,8 @@ export const RunSpecSchema = z
       .min(1, 'must be at least 1')
       .max(MAX_CAP, `must be at most ${MAX_CAP}`)
       .default(DEFAULT_CAP),
+    /** How Wave 3 answers are taken: `auto` (default), `edits` only, or `full` text only. */
+    revise_mode: ReviseModeSchema.default('auto'),
   })
   .superRefine((spec, ctx) => {
     if (spec.threshold === 'pass_all') return;

@@ -10,7 +10,14 @@ import {
 } from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
 import { readSpec, type SpecFlags } from '../read-spec.js';
-import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
+import {
+  describeModels,
+  resolveModels,
+  resolvePrices,
+  withAnswers,
+  type ModelFlags,
+  type ResolvedModels,
+} from '../models.js';
 import { createProgressReporter } from '../progress.js';
 import { checkWritable } from '../write-output.js';
 import { writeFileAtomic } from '@polish/orchestrator';
@@ -216,7 +223,9 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
   }
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
   const prices = models?.prices ?? resolvePrices(flags);
-  return executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices, flags, (result) =>
+  // Embedded workers answer as this run asks; workers elsewhere answer as `polish worker` set them.
+  const byRole = models ? withAnswers(models.byRole, { revise: spec.revise_mode }) : undefined;
+  return executeRun(spec, { ...topology, ...(byRole ? { models: byRole } : {}) }, prices, flags, (result) =>
     emitResult(result, flags),
   );
 }

@@ -5,6 +5,7 @@ import {
   ZERO_USAGE,
   addUsage,
   describeIssues,
+  readTolerantly,
   type ModelInfo,
   type PayloadOf,
   type RunEvent,
@@ -30,6 +31,8 @@ export interface ValidatedOutput<T> {
   attempts: number;
   /** Bytes of the payload and the answer. */
   bytes: number;
+  /** Fields of the answer the contract does not know, dropped before validation. */
+  dropped: string[];
 }
 
 /** How one validated dispatch is made and reported. */
@@ -38,6 +41,8 @@ export interface ValidatedDispatch {
   signal: AbortSignal;
   /** The polish iteration or PAR cycle the task belongs to: for events and spans, never sent to the worker. */
   iteration: number;
+  /** Which judge of a quorum sends this task (1..k): for events only, never sent to the worker. */
+  judge?: number;
   report?: (event: UnstampedEvent) => void;
   /** The run's span: this wave's `polish.wave <role>` span is its child. Default: the active context. */
   traceContext?: Context;
@@ -51,6 +56,9 @@ export interface ValidatedDispatch {
   /** Send once with this reply timeout, never again (a command critique is not re-run). */
   once?: { timeoutMs: number };
 }
+
+/** The schema an answer must satisfy, or a function choosing it by the answer's form (edits or full text). */
+export type Contract<T> = z.ZodType<T> | ((answer: unknown) => z.ZodType<T>);
 
 /** No-op unless an OpenTelemetry SDK is registered. */
 const tracer = trace.getTracer('@polish/orchestrator');
@@ -101,7 +109,7 @@ function inWaveSpan<T>(
 export function dispatchValidated<R extends TaskRole, T>(
   role: R,
   payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
+  schema: Contract<T>,
   options: ValidatedDispatch,
 ): Promise<ValidatedOutput<T>> {
   const parent = options.traceContext ?? context.active();
@@ -113,7 +121,7 @@ export function dispatchValidated<R extends TaskRole, T>(
 async function sendUntilValid<R extends TaskRole, T>(
   role: R,
   payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
+  schema: Contract<T>,
   options: ValidatedDispatch,
   span: Span,
   spanContext: Context,
@@ -121,7 +129,8 @@ async function sendUntilValid<R extends TaskRole, T>(
   const { signal, iteration, idempotencyKey, once } = options;
   const sends = once ? 1 : 1 + (options.maxContractRedispatch ?? 1);
   const started = Date.now();
-  options.report?.({ type: 'wave.started', role, iteration, ...inspectable('payload', payload) });
+  const judged = options.judge === undefined ? {} : { judge: options.judge };
+  options.report?.({ type: 'wave.started', role, iteration, ...judged, ...inspectable('payload', payload) });
   let problem = '';
   let dispatches = 0;
   // Answers that were discarded or failed were paid for: counted in the failure.
@@ -147,12 +156,15 @@ async function sendUntilValid<R extends TaskRole, T>(
     }
     dispatches += outcome.attempts;
     span.setAttributes({ 'polish.attempts': dispatches, 'polish.worker.pid': outcome.worker.pid });
-    const parsed = schema.safeParse(outcome.result);
+    // Unknown fields are dropped, counted and reported, not refused (a model's `overall`, say).
+    const parsed = readTolerantly(typeof schema === 'function' ? schema(outcome.result) : schema, outcome.result);
     if (parsed.success) {
       options.report?.({
         type: 'wave.finished',
         role,
         iteration,
+        ...judged,
+        ...(parsed.dropped.length > 0 ? { dropped_fields: parsed.dropped } : {}),
         duration_ms: Date.now() - started,
         usage: outcome.usage,
         model: outcome.model,
@@ -170,6 +182,7 @@ async function sendUntilValid<R extends TaskRole, T>(
         worker: outcome.worker,
         attempts: dispatches,
         bytes,
+        dropped: parsed.dropped,
       };
     }
     problem = describeIssues(parsed.error);

@@ -15,10 +15,11 @@ import {
   type Usage,
 } from '@polish/protocol';
 import { computeVerdict } from './verdict.js';
-import type { WaveInput, WaveOutput } from './wave-actors.js';
+import type { ReviseInput, WaveInput, WaveOutput } from './wave-actors.js';
+import type { AppliedRevision } from './revise-contract.js';
 
 /** Bumped whenever a persisted snapshot of this machine could no longer be restored. */
-export const POLISH_MACHINE_VERSION = 1;
+export const POLISH_MACHINE_VERSION = 2;
 
 /** Everything the polish loop knows; the artifact only ever changes to a Wave 3 answer. */
 export interface PolishContext {
@@ -51,6 +52,7 @@ export type PolishEvent = { type: 'CANCEL'; reason?: string };
 export type PolishEmitted =
   | { type: 'criteria.locked'; criteria: Criterion[]; extracted: boolean }
   | { type: 'iteration.evaluated'; record: IterationRecord }
+  | { type: 'iteration.revised'; record: IterationRecord }
   | { type: 'iteration.finished'; record: IterationRecord };
 
 const notProvided = (name: string) =>
@@ -119,7 +121,7 @@ export const polishMachine = setup({
       typeof fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>
     >,
     revise: notProvided('revise') as unknown as ReturnType<
-      typeof fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>
+      typeof fromPromise<WaveOutput<AppliedRevision>, ReviseInput>
     >,
   },
   guards: {
@@ -263,6 +265,7 @@ export const polishMachine = setup({
             goal: context.spec.goal,
           },
           iteration: context.iteration,
+          mode: context.spec.revise_mode,
         }),
         onDone: {
           target: 'evaluating',
@@ -273,10 +276,15 @@ export const polishMachine = setup({
               // The revision belongs to the iteration whose gaps it closes.
               history: context.history.map((record, index) =>
                 index === context.history.length - 1
-                  ? { ...record, usage: addUsage(record.usage, event.output.usage) }
+                  ? {
+                      ...record,
+                      usage: addUsage(record.usage, event.output.usage),
+                      revision: event.output.value.revision,
+                    }
                   : record,
               ),
             })),
+            emit(({ context }) => ({ type: 'iteration.revised' as const, record: lastRecord(context) })),
             emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
           ],
         },

@@ -134,6 +134,9 @@ export function drivePolish(
       blocking_gaps: record.blocking_gaps,
     }),
   );
+  actor.on('iteration.revised', ({ record }) => {
+    if (record.revision) report({ type: 'iteration.revised', iteration: record.iteration, ...record.revision });
+  });
   actor.on('iteration.finished', ({ record }) =>
     report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }),
   );

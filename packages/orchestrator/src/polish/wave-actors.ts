@@ -1,19 +1,21 @@
 import { fromPromise } from 'xstate';
 import type { Context } from '@opentelemetry/api';
+import { z } from 'zod';
 import {
   CriteriaResultSchema,
-  RevisionSchema,
+  RevisionReportSchema,
   evaluationSchemaFor,
   type Criterion,
   type ModelInfo,
   type PayloadOf,
+  type ReviseMode,
   type Role,
   type Score,
   type Usage,
 } from '@polish/protocol';
-import type { z } from 'zod';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
-import { dispatchValidated, type UnstampedEvent } from '../dispatch/validated-dispatch.js';
+import { dispatchValidated, type Contract, type UnstampedEvent } from '../dispatch/validated-dispatch.js';
+import { reviseContract, type AppliedRevision } from './revise-contract.js';
 
 /** A wave's validated answer with what it cost and who gave it. */
 export interface WaveOutput<T> {
@@ -54,11 +56,20 @@ export interface WaveInput<R extends Role> {
   iteration: number;
 }
 
+/** Input of the revise actor: also how this run takes Wave 3 answers (never sent to the worker). */
+export interface ReviseInput extends WaveInput<'revise'> {
+  mode: ReviseMode;
+}
+
+/** A revision as recorded in the wave ledger: the applied result, not the raw answer. */
+const AppliedRevisionSchema = z.strictObject({ artifact: z.string(), revision: RevisionReportSchema });
+
 async function runWave<R extends Role, T>(
   options: WaveActorOptions,
   role: R,
   input: WaveInput<R>,
-  schema: z.ZodType<T>,
+  contract: Contract<T>,
+  recordedSchema: z.ZodType<T>,
   signal: AbortSignal,
 ): Promise<WaveOutput<T>> {
   const { ledger } = options;
@@ -67,13 +78,13 @@ async function runWave<R extends Role, T>(
     const recorded = await ledger.load(key);
     if (recorded) {
       // Finished before a restart: its result stands, and it is not paid for again.
-      const parsed = schema.safeParse(recorded.value);
+      const parsed = recordedSchema.safeParse(recorded.value);
       if (parsed.success) return { ...recorded, value: parsed.data };
     }
     // A run must not go on unsaved: the transition that started this wave is stored first.
     await ledger.persisted();
   }
-  const output = await dispatchValidated(role, input.payload, schema, {
+  const output = await dispatchValidated(role, input.payload, contract, {
     dispatcher: options.dispatcher,
     signal,
     iteration: input.iteration,
@@ -91,13 +102,14 @@ async function runWave<R extends Role, T>(
 export function createWaveActors(options: WaveActorOptions) {
   return {
     extractCriteria: fromPromise<WaveOutput<{ criteria: Criterion[] }>, WaveInput<'criteria'>>(({ input, signal }) =>
-      runWave(options, 'criteria', input, CriteriaResultSchema, signal),
+      runWave(options, 'criteria', input, CriteriaResultSchema, CriteriaResultSchema, signal),
     ),
-    evaluate: fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>(({ input, signal }) =>
-      runWave(options, 'evaluate', input, evaluationSchemaFor(input.payload.criteria), signal),
-    ),
-    revise: fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>(({ input, signal }) =>
-      runWave(options, 'revise', input, RevisionSchema, signal),
+    evaluate: fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>(({ input, signal }) => {
+      const schema = evaluationSchemaFor(input.payload.criteria);
+      return runWave(options, 'evaluate', input, schema, schema, signal);
+    }),
+    revise: fromPromise<WaveOutput<AppliedRevision>, ReviseInput>(({ input, signal }) =>
+      runWave(options, 'revise', input, reviseContract(input.payload, input.mode), AppliedRevisionSchema, signal),
     ),
   };
 }

@@ -153,7 +153,7 @@ describe('per-role NATS users (polish nats-config)', () => {
     expect(await subscriptionRefusal(client, 'polish.v1.task.revise')).toBeInstanceOf(PermissionViolationError);
   });
 
-  it('the wire: over a 4-iteration run with a real SDK, each evaluator request holds the current artifact and the criteria, nothing else of the run; the reviser sees no scores or criteria list; the key appears nowhere', async () => {
+  it('the wire: over a 4-iteration run with a real SDK, each evaluator request holds the current artifact and the criteria, nothing else of the run; the reviser sees no scores or criteria list; every judge of a quorum sees the same; the key appears nowhere', async () => {
     const claude = await startFakeModelServer(anthropicDialect, (request) => ({
       answer: fakeAnswer(roleOf(anthropicSystem(request)), anthropicUser(request)),
     }));
@@ -217,6 +217,42 @@ describe('per-role NATS users (polish nats-config)', () => {
       for (const criterion of CRITERIA) expect(text).not.toContain(criterion.text);
     }
 
+    // A quorum of three judges through the same run service: every judge's request is the same
+    // stateless payload, the current artifact and the criteria, nothing else of the run.
+    const before = claude.requests.length;
+    const quorum = await polish(
+      [
+        'run',
+        artifact,
+        '--goal',
+        'Document the rate limiter.',
+        '--criteria',
+        criteria,
+        '--evaluators',
+        'anthropic:claude-test,anthropic:claude-test,anthropic:claude-test',
+        '--nats',
+        server.url,
+        '--credentials',
+        credentialsFile,
+        '--json',
+      ],
+      { env: cleanEnvironment() },
+    );
+    expect(quorum.code, quorum.stderr).toBe(0);
+    expect(RunResultSchema.parse(JSON.parse(quorum.stdout)).quorum?.judges).toBe(3);
+    const judged = claude.requests
+      .slice(before)
+      .filter((request) => roleOf(anthropicSystem(request)) === 'evaluate')
+      .map((request) => anthropicUser(request));
+    expect(judged).toHaveLength(12);
+    const criteriaLines = CRITERIA.map((criterion) => `${criterion.id}: ${criterion.text}`).join('\n');
+    judged.forEach((text, index) => {
+      const version = Math.floor(index / 3);
+      expect(text).toBe(
+        `Locked criteria:\n${criteriaLines}\n\n<artifact>\n# Limits\nversion ${version} of the rate limit page.\n\n</artifact>`,
+      );
+    });
+
     // The inspector, as its own user, sees the run.
     const runs = (await (await fetch(`${inspectorUrl}api/runs`)).json()) as { runId: string; status: string }[];
     expect(runs.map((entry) => entry.status)).toContain('CONVERGED');
@@ -272,7 +308,7 @@ describe('injection: the artifact is data', () => {
           }
         : {
             scores: [
-              { criterion_id: 'C1', pass: true },
+              { criterion_id: 'C1', pass: true, evidence: 'The limit is 100/min.' },
               { criterion_id: 'C2', pass: false, gap: 'no status code is named' },
             ],
           };

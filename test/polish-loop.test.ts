@@ -74,12 +74,13 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
       2,
     ],
     [
+      // (The same passes each time: a revision that broke a passing criterion would be asked again.)
       'best version: ties go to the later iteration',
       { cap: 4 },
       [
         [T, F, F],
         [T, T, F],
-        [F, T, T],
+        [T, T, F],
         [F, F, F],
       ],
       'CAP_REACHED',
@@ -174,7 +175,9 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
       if (request.role === 'revise') return { artifact: revised };
       const pass = String(request.payload.artifact) === revised;
       return {
-        scores: CRITERIA.map((c) => (pass ? { criterion_id: c.id, pass } : { criterion_id: c.id, pass, gap: 'g' })),
+        scores: CRITERIA.map((c) =>
+          pass ? { criterion_id: c.id, pass, evidence: 'kept as is' } : { criterion_id: c.id, pass, gap: 'g' },
+        ),
       };
     });
     expect(result.status).toBe('CONVERGED');
@@ -245,7 +248,7 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
 });
 
 describe('contract repair inside the agent (re-ask with the validation error cited)', () => {
-  const valid = { scores: CRITERIA.map((c) => ({ criterion_id: c.id, pass: true })) };
+  const valid = { scores: CRITERIA.map((c) => ({ criterion_id: c.id, pass: true, evidence: '# Rate limits' })) };
 
   it('repairs an invalid answer, then succeeds', async () => {
     const { result, requests } = await runScripted({ ...spec, criteria: CRITERIA }, (request) => {
@@ -310,7 +313,7 @@ describe('orchestrator-side contract check (a foreign worker that skips validati
     };
     return { dispatcher: createInProcessDispatcher(handler), dispatched };
   }
-  const pass = CRITERIA.map((c) => ({ criterion_id: c.id, pass: true }));
+  const pass = CRITERIA.map((c) => ({ criterion_id: c.id, pass: true, evidence: 'version 1' }));
 
   it.each([
     ['misses', { scores: pass.slice(1) }, 'criterion C1 is not scored'],

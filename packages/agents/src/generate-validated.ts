@@ -1,6 +1,7 @@
 import type { z } from 'zod';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import {
+  MAX_MODEL_CALLS_PER_TASK,
   describeIssues,
   PolishError,
   ZERO_USAGE,
@@ -20,8 +21,8 @@ import type {
 /** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
 const tracer = trace.getTracer('@polish/agents');
 
-/** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
-export const DEFAULT_MAX_REPAIRS = 2;
+/** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair), within the protocol's bound on calls per task. */
+export const DEFAULT_MAX_REPAIRS = MAX_MODEL_CALLS_PER_TASK - 1;
 
 /**
  * Longest problem text a re-ask cites: a re-ask's size stays bounded (a budget reserves it in
@@ -47,6 +48,10 @@ function unfence(text: string): string {
   const match = /^\s*```(?:json)?\s*\n([\s\S]*?)\n\s*```\s*$/.exec(text);
   return match?.[1] ?? text;
 }
+
+/** The re-ask that cites why an answer was rejected. */
+export const reaskText = (problem: string) =>
+  `Your answer was rejected: ${problem}. Answer again with only the corrected JSON object.`;
 
 /** What a handler gets back: the validated value, and the answer as the model gave it. */
 export interface ValidatedAnswer<T> {
@@ -148,12 +153,6 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
         { usage, model: request.model.info },
       );
     }
-    messages.push(
-      { role: 'assistant', content: response.text },
-      {
-        role: 'user',
-        content: `Your answer was rejected: ${outcome.problem}. Answer again with only the corrected JSON object.`,
-      },
-    );
+    messages.push({ role: 'assistant', content: response.text }, { role: 'user', content: reaskText(outcome.problem) });
   }
 }

@@ -73,6 +73,15 @@ modelOptions(
         '--revise-mode <mode>',
         'how wave 3 answers: auto (default: edits for artifacts of 4,000+ characters, else the whole text), edits, full',
       )
+      .option('--evaluators <specs>', 'a quorum of judges, one model spec each, comma-separated (2..5 judges)')
+      .option('--quorum <rule>', 'how the judges decide a criterion: majority (default), unanimous, any-fail')
+      .option('--evidence', 'every passing score quotes the artifact span that satisfies it (the default)')
+      .option('--no-evidence', 'passes need no quote')
+      .option(
+        '--max-usd <dollars>',
+        'stop BUDGET_EXHAUSTED (exit 8) before a wave the rest of this budget cannot cover',
+      )
+      .option('--max-tokens <n>', 'the same, in tokens (input, output and cache)')
       .option('--out <file>', 'write the final artifact here instead of standard output')
       .option('--json', 'print the result object as JSON on standard output')
       .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
@@ -98,6 +107,7 @@ modelOptions(
     .option('--pool <n>', 'warm worker processes per role (default 2)')
     .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
     .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
+    .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
     .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
     .option(
       '--credentials <file>',

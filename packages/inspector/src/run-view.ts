@@ -1,6 +1,6 @@
 import { diffLines } from 'diff';
 import type { AnyStateMachine } from 'xstate';
-import type { ParCycleRecord, PolicyDecision, RevisionReport, RunEvent, TaskRole } from '@polish/protocol';
+import type { ParCycleRecord, PolicyDecision, RevisionReport, RunEvent, Score, TaskRole } from '@polish/protocol';
 
 /** A statechart as the page draws it: the machine's own states and transitions. */
 export interface MachineGraph {
@@ -68,6 +68,26 @@ export interface DiffPart {
   text: string;
 }
 
+/** One judge's score of a criterion, as the grid shows it beside the others. */
+export interface JudgeCell {
+  judge: number;
+  model: string;
+  pass: boolean;
+  gap: string | null;
+  evidence: string | null;
+}
+
+/** A criterion in one iteration: pass or fail (or undecided by a quorum), the gap or the quote, and each judge's score. */
+export interface GridCell {
+  pass: boolean;
+  gap: string | null;
+  evidence?: string | null;
+  verdict?: 'pass' | 'fail' | 'undecided';
+  /** Share of judges on the side with more votes (1: all agreed). */
+  agreement?: number;
+  judges?: JudgeCell[];
+}
+
 /** An artifact version: the whole text and its diff against the version before. */
 export interface ArtifactVersion {
   label: string;
@@ -91,8 +111,8 @@ export interface RunView {
   taken: { from: string; to: string }[];
   timeline: TimelineEntry[];
   criteria: { id: string; text: string }[];
-  /** criteria × iterations: per iteration, per criterion id, pass and the gap. */
-  grid: { iteration: number; cells: Record<string, { pass: boolean; gap: string | null }> }[];
+  /** criteria × iterations: per iteration, per criterion id, the verdict, its gap or quote, and each judge's. */
+  grid: { iteration: number; cells: Record<string, GridCell> }[];
   versions: ArtifactVersion[];
   par: { topic: string; goal: string; critique: string; cycles: ParCycleRecord[]; decisions: PolicyDecision[] } | null;
   final: { status: string; reason: string | null; detail: Record<string, unknown> } | null;
@@ -116,6 +136,41 @@ function diff(before: string, after: string): DiffPart[] {
   if (!parts)
     return [{ kind: 'same', text: `(too many changes to show line by line: the whole version follows)\n${after}` }];
   return parts.map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
+}
+
+const cellOf = (score: Score): GridCell => ({
+  pass: score.pass,
+  gap: score.gap ?? null,
+  evidence: score.evidence ?? null,
+});
+
+/** The orchestrator's verdict on each criterion, with each judge's score beside it when there are several. */
+function verdictCells(event: Extract<RunEvent, { type: 'iteration.evaluated' }>): Record<string, GridCell> {
+  return Object.fromEntries(
+    (event.scores ?? []).map((score) => {
+      const judges = event.judges?.map((judgement) => {
+        const own = judgement.scores.find((entry) => entry.criterion_id === score.criterion_id);
+        return {
+          judge: judgement.judge,
+          model: `${judgement.model.model}${judgement.model.scripted ? ' (scripted)' : ''}`,
+          pass: own?.pass ?? false,
+          gap: own?.gap ?? null,
+          evidence: own?.evidence ?? null,
+        };
+      });
+      const verdict = event.verdicts?.[score.criterion_id];
+      const agreement = event.agreement?.[score.criterion_id];
+      return [
+        score.criterion_id,
+        {
+          ...cellOf(score),
+          ...(verdict ? { verdict } : {}),
+          ...(agreement === undefined ? {} : { agreement }),
+          ...(judges ? { judges } : {}),
+        },
+      ];
+    }),
+  );
 }
 
 const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' =>
@@ -227,6 +282,14 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
         }
         break;
       }
+      case 'iteration.evaluated': {
+        if (!event.scores) break;
+        const column = { iteration: event.iteration, cells: verdictCells(event) };
+        const index = view.grid.findIndex((entry) => entry.iteration === event.iteration);
+        if (index === -1) view.grid.push(column);
+        else view.grid[index] = column;
+        break;
+      }
       case 'iteration.revised': {
         const { type: _type, runId: _runId, at: _at, iteration: _iteration, ...report } = event;
         revision = report;
@@ -248,15 +311,12 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           });
           open.delete(key);
         }
-        if (event.role === 'evaluate') {
-          const scores =
-            (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)
-              ?.scores ?? [];
+        // A judge's answer; the orchestrator's verdict (iteration.evaluated) replaces it below.
+        if (event.role === 'evaluate' && (event.judge ?? 1) === 1) {
+          const scores = (event.result as { scores?: Score[] } | undefined)?.scores ?? [];
           view.grid.push({
             iteration: event.iteration,
-            cells: Object.fromEntries(
-              scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }]),
-            ),
+            cells: Object.fromEntries(scores.map((score) => [score.criterion_id, cellOf(score)])),
           });
         }
         if (event.role === 'par.review') {

@@ -218,19 +218,37 @@ function renderGrid(view) {
     row.append(el('td', { title: criterion.text }, `${criterion.id}: ${criterion.text}`));
     for (const column of view.grid) {
       const cell = column.cells[criterion.id];
-      row.append(
-        cell
-          ? el(
-              'td',
-              { class: cell.pass ? 'pass' : 'fail', title: cell.gap ?? 'passes', 'data-iteration': column.iteration },
-              cell.pass ? 'pass' : 'fail',
-            )
-          : el('td', {}, ''),
-      );
+      row.append(cell ? gridCell(cell, column.iteration) : el('td', {}, ''));
     }
     return row;
   });
   table.replaceChildren(head, ...rows);
+}
+
+/** A criterion in one iteration: its verdict with the gap or the quote, and each judge's score side by side. */
+function gridCell(cell, iteration) {
+  const verdict = cell.verdict ?? (cell.pass ? 'pass' : 'fail');
+  const detail = cell.pass ? (cell.evidence ? `quote: “${cell.evidence}”` : 'passes') : (cell.gap ?? '');
+  const td = el('td', { class: verdict, title: detail, 'data-iteration': iteration, 'data-verdict': verdict }, verdict);
+  if (cell.agreement !== undefined) td.append(el('small', {}, ` ${Math.round(cell.agreement * 100)}%`));
+  if (cell.judges) {
+    const judges = el('div', { class: 'judges', 'data-testid': 'judges' });
+    judges.replaceChildren(
+      ...cell.judges.map((judge) =>
+        el(
+          'span',
+          {
+            class: judge.pass ? 'pass' : 'fail',
+            'data-judge': judge.judge,
+            title: `judge ${judge.judge} (${judge.model}): ${judge.pass ? `quote: “${judge.evidence ?? ''}”` : (judge.gap ?? '')}`,
+          },
+          `J${judge.judge} ${judge.pass ? '✓' : '✗'}`,
+        ),
+      ),
+    );
+    td.append(judges);
+  }
+  return td;
 }
 
 function renderVersions(view) {

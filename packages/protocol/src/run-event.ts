@@ -7,6 +7,9 @@ import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { CostSchema, RunStatusSchema } from './run-result.js';
 import { WorkerInfoSchema } from './task.js';
 import { RevisionReportSchema } from './revision.js';
+import { CriterionVerdictSchema, JudgementSchema } from './quorum.js';
+import { ScoreSchema } from './evaluation.js';
+import { BudgetReportSchema, QuorumReportSchema } from './run-result.js';
 
 const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
 
@@ -56,7 +59,26 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     passed: z.int(),
     total: z.int(),
     blocking_gaps: z.array(z.string()),
+    /** The orchestrator's scores (with quorum: the combined verdict), quotes included. */
+    scores: z.array(ScoreSchema).optional(),
+    /** With several judges: each judge's scores, every criterion's verdict and agreement. */
+    judges: z.array(JudgementSchema).optional(),
+    verdicts: z.record(z.string(), CriterionVerdictSchema).optional(),
+    agreement: z.record(z.string(), z.number()).optional(),
+    /** Criteria the revision into this version broke (they passed on the version it started from). */
+    regressions: z.array(z.string()).optional(),
   }),
+  /** A revision broke criteria that passed: the reviser is asked again, once, from the version before it. */
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('regression.re_ask'),
+    iteration: z.int().min(1),
+    /** The iteration whose version is revised again. */
+    from: z.int().min(1),
+    criteria: z.array(z.string()),
+  }),
+  /** The run stops: the rest of its budget cannot cover the next wave's worst case. */
+  z.strictObject({ ...eventFields, type: z.literal('budget.exhausted'), ...BudgetReportSchema.shape }),
   /** The revision made from an iteration's version: its form, edits, the criteria they claim, its size. */
   z.strictObject({
     ...eventFields,
@@ -78,6 +100,10 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     iterations: z.int(),
     usage: UsageSchema,
     cost: CostSchema.optional(),
+    /** With several judges: the run's agreement rate and undecided verdicts. */
+    quorum: QuorumReportSchema.optional(),
+    /** With a budget: what it allowed and what was spent. */
+    budget: BudgetReportSchema.optional(),
   }),
   // Plan-act-reflect runs: the task, each recorded cycle, each policy decision, and the end.
   z.strictObject({

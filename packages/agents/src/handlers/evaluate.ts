@@ -31,7 +31,7 @@ function evaluationJsonSchema(criteria: readonly Criterion[]): Record<string, un
  * broken answer), and unless the worker's answer settings turn evidence off, every pass quotes.
  */
 export function evaluate(payload: EvaluatePayload, model: ModelProvider): Promise<HandlerOutput<Evaluation>> {
-  const evidence = model.answers?.evidence ?? false;
+  const evidence = model.answers?.evidence ?? true;
   return generateValidated({
     model,
     role: 'evaluate',

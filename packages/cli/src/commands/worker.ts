@@ -12,6 +12,8 @@ export interface WorkerFlags extends ModelFlags {
   nats?: string;
   credentials?: string;
   reviseMode?: string;
+  /** False with --no-evidence: passes need no quote (commander sets true otherwise). */
+  evidence?: boolean;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -44,7 +46,13 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   if (reviseMode && !reviseMode.success)
     throw invalidInput('revise-mode', `must be auto, edits or full, got "${flags.reviseMode}"`);
   const resolved = resolveModels(flags, process.env, roles);
-  const models = { ...resolved, byRole: withAnswers(resolved.byRole, { revise: reviseMode?.data }) };
+  const models = {
+    ...resolved,
+    byRole: withAnswers(resolved.byRole, {
+      ...(reviseMode?.data ? { revise: reviseMode.data } : {}),
+      ...(flags.evidence === false ? { evidence: false } : {}),
+    }),
+  };
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const host = createAgentHost({

@@ -55,6 +55,10 @@ export interface ValidatedDispatch {
   idempotencyKey?: string;
   /** Send once with this reply timeout, never again (a command critique is not re-run). */
   once?: { timeoutMs: number };
+  /** Before each send (1, 2, …): may throw to send nothing more (a budget that cannot cover it). */
+  beforeSend?: (send: number) => void;
+  /** After each send, with what it cost (answered, rejected or failed). */
+  afterSend?: (usage: Usage) => void;
 }
 
 /** The schema an answer must satisfy, or a function choosing it by the answer's form (edits or full text). */
@@ -137,6 +141,11 @@ async function sendUntilValid<R extends TaskRole, T>(
   let spent = ZERO_USAGE;
   let spentModel: ModelInfo | undefined;
   for (let send = 1; send <= sends; send += 1) {
+    try {
+      options.beforeSend?.(send);
+    } catch (error) {
+      throw PolishError.from(error).withUsage(spent, spentModel);
+    }
     let outcome;
     try {
       // Inside the wave span's context: the dispatcher puts it in the message headers.
@@ -152,8 +161,10 @@ async function sendUntilValid<R extends TaskRole, T>(
       );
     } catch (error) {
       const failure = PolishError.from(error);
+      options.afterSend?.(failure.usage ?? ZERO_USAGE);
       throw failure.withUsage(addUsage(spent, failure.usage ?? ZERO_USAGE), failure.model ?? spentModel);
     }
+    options.afterSend?.(outcome.usage);
     dispatches += outcome.attempts;
     span.setAttributes({ 'polish.attempts': dispatches, 'polish.worker.pid': outcome.worker.pid });
     // Unknown fields are dropped, counted and reported, not refused (a model's `overall`, say).

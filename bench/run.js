@@ -11,6 +11,7 @@ import { computeVerdict, createInProcessDispatcher, createNatsDispatcher, startP
 import { startNatsServer } from '@polish/cli';
 import { buildLangGraphLoop, runLangGraphLoop } from './langgraph-loop.js';
 import { startHostProcess } from './host-process.js';
+import { measureReviseCost } from './revise-cost.js';
 
 const QUICK = process.argv.includes('--quick');
 const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -29,8 +30,8 @@ writeFileSync(
       {
         answer: {
           scores: [
-            { criterion_id: 'C1', pass: true },
-            { criterion_id: 'C2', pass: true },
+            { criterion_id: 'C1', pass: true, evidence: '100 requests per minute' },
+            { criterion_id: 'C2', pass: true, evidence: '100 requests per minute' },
             { criterion_id: 'C3', pass: false, gap: 'Say how long to wait before retrying.' },
           ],
         },
@@ -266,6 +267,7 @@ async function plainAsyncLoop() {
   }
 }
 
+const reviseCost = await measureReviseCost();
 clearTimeout(watchdog);
 const targets = [
   ['hop p50 ≤ 2 ms with a warm pool (default mode)', figures.hopDefault <= 2, `${ms(figures.hopDefault)}`],
@@ -297,7 +299,7 @@ const verdicts = [
   '| --- | --- | --- |',
   ...targets.map(([name, met, measured]) => `| ${name} | ${met ? 'yes' : '**no**'} | ${measured} |`),
 ].join('\n');
-console.log(`${table}\n\n${verdicts}`);
+console.log(`${table}\n\n${verdicts}\n\n${reviseCost.markdown}`);
 
 if (!QUICK) {
   const cpu = cpus()[0]?.model ?? 'unknown CPU';
@@ -311,7 +313,7 @@ if (!QUICK) {
       `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1. ` +
       'All figures come from the same run; ratios compare figures of that run. The model is the instant scripted one, ' +
       'so these are the costs of the runtime itself, not of any LLM.\n\n' +
-      `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}${scale ? `\n${scale}` : ''}`,
+      `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}\n${reviseCost.markdown}${scale ? `\n${scale}` : ''}`,
   );
   log('wrote docs/benchmarks.md');
 }

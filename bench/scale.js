@@ -35,8 +35,8 @@ writeFileSync(
       {
         answer: {
           scores: [
-            { criterion_id: 'C1', pass: true },
-            { criterion_id: 'C2', pass: true },
+            { criterion_id: 'C1', pass: true, evidence: '100 requests per minute' },
+            { criterion_id: 'C2', pass: true, evidence: '100 requests per minute' },
             { criterion_id: 'C3', pass: false, gap: 'Say how long to wait.' },
           ],
         },

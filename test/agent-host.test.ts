@@ -50,7 +50,13 @@ describe('agent host', () => {
       JSON.stringify({
         evaluate: [
           {
-            answer: { scores: criteria.map((c: { id: string }) => ({ criterion_id: c.id, pass: true })) },
+            answer: {
+              scores: criteria.map((c: { id: string }) => ({
+                criterion_id: c.id,
+                pass: true,
+                evidence: '100 requests per minute',
+              })),
+            },
             hold_until_file: release,
           },
         ],

@@ -213,9 +213,10 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const extended = await client.status(runId);
       expect([extended.status, extended.iteration, extended.cap]).toEqual(['CAP_REACHED', 4, 4]);
       expect(extended.result?.criteria).toEqual(capped.result?.criteria);
-      // The versions evaluated before stay as they were (a revision adds its usage to the iteration it follows).
+      // The versions evaluated before stay as they were (a revision adds its usage, and its report,
+      // to the iteration it follows).
       const withoutUsage = (history: RunResult['history'] = []) =>
-        history.map(({ usage: _usage, ...record }) => record);
+        history.map(({ usage: _usage, revision: _revision, ...record }) => record);
       expect(withoutUsage(extended.result?.history.slice(0, 2))).toEqual(withoutUsage(capped.result?.history));
       expect(took(host, 'criteria')).toBe(1);
       const refused = await polishCli(['extend', runId, '--cap', '9', '--nats', nats.server.url]);
@@ -375,7 +376,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const serve = await startServe(nats.server.url, 'old-orchestrator');
     try {
       expect(serve.lines.join('\n')).toContain(
-        `cannot resume ${runId}: run ${runId} was saved by polish machine version 0, and this orchestrator runs machine version 1`,
+        `cannot resume ${runId}: run ${runId} was saved by polish machine version 0, and this orchestrator runs machine version 2`,
       );
       const resume = await polishCli(['resume', runId, '--nats', nats.server.url]);
       expect(resume.code).toBe(2);
@@ -387,7 +388,8 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
   });
 
   it('keeps a 5 MB artifact in the Object Store, referenced from the run record', async () => {
-    const big = `${'All work and no play. '.repeat(240_000)}\n429 Too Many Requests; Retry-After header.\n`;
+    // With the sentences the demo's scripted judge quotes as evidence.
+    const big = `${'All work and no play. '.repeat(240_000)}\n100 requests per minute; 429 Too Many Requests; Retry-After header.\n`;
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     const serve = await startServe(nats.server.url, 'big');
     try {

@@ -8,6 +8,14 @@ import { request as httpRequest } from 'node:http';
 import { loadScriptFile } from '@polish/agents';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { REPO } from './support/cli.js';
+import {
+  LONG_CRITERIA,
+  STATUS_SENTENCE,
+  closedInFull,
+  closingEdits,
+  longArtifact,
+  longScores,
+} from './support/long-artifact.js';
 
 // The inspector in a real browser (Debian's chromium driven by playwright-core; never a browser
 // download): a real nats-server, `polish inspect`, `polish worker` hosts and `polish run` /
@@ -154,6 +162,76 @@ describe('polish inspect, in a browser', () => {
     feed.unsubscribe();
     expect(new Set(inspectEvents)).toEqual(new Set(['@xstate.actor', '@xstate.event', '@xstate.snapshot']));
     await page.close();
+  });
+
+  it('shows a quorum’s judges side by side with their quotes, and a revision’s edits above its diff', async () => {
+    const long = longArtifact();
+    const script = join(scratch, 'long.json');
+    writeFileSync(
+      script,
+      JSON.stringify({
+        name: 'long',
+        evaluate: [
+          { when: { artifact_contains: 'status 429' }, answer: longScores(closedInFull(long)) },
+          { answer: longScores(long) },
+        ],
+        revise: [{ answer: { edits: closingEdits(long) } }],
+      }),
+    );
+    const judge = (name: string) => {
+      const path = join(scratch, `${name}.json`);
+      writeFileSync(path, JSON.stringify({ name, evaluate: JSON.parse(readFileSync(script, 'utf8')).evaluate }));
+      return `scripted:${path}`;
+    };
+    const artifact = join(scratch, 'long.md');
+    writeFileSync(artifact, long);
+    const criteria = join(scratch, 'long-criteria.json');
+    writeFileSync(criteria, JSON.stringify(LONG_CRITERIA));
+    // Embedded: each judge on its own workers with its own (scripted) model; the page stays on after the run.
+    const run = startPolish([
+      'run',
+      artifact,
+      '--goal',
+      'Document the traffic limits.',
+      '--criteria',
+      criteria,
+      '--script',
+      script,
+      '--evaluators',
+      [judge('judge-a'), judge('judge-b'), judge('judge-c')].join(','),
+      '--revise-mode',
+      'edits',
+      '--inspect',
+      '--inspect-port',
+      '0',
+      '--state-dir',
+      join(scratch, 'state'),
+    ]);
+    started.push(run);
+    const runUrl = (await run.waitFor(/inspector: open (http:\/\/127\.0\.0\.1:\d+\/)/))[1] ?? '';
+    await run.waitFor(/the inspector stays on/, 60_000);
+    const page = await browser.newPage({ viewport: { width: 1400, height: 1800 } });
+    await page.goto(runUrl);
+    await page.locator('[data-testid=run-status]', { hasText: 'CONVERGED' }).waitFor();
+    // Each criterion, each iteration: the verdict, and the three judges' scores beside it.
+    const cell = page.locator('[data-testid=grid] tr[data-criterion="C2"] td[data-iteration="1"]');
+    expect(await cell.getAttribute('data-verdict')).toBe('fail');
+    expect(await cell.locator('[data-testid=judges] span').allTextContents()).toEqual(['J1 ✗', 'J2 ✗', 'J3 ✗']);
+    expect(await cell.locator('[data-testid=judges] span').last().getAttribute('title')).toContain('judge-c');
+    const passing = page.locator('[data-testid=grid] tr[data-criterion="C2"] td[data-iteration="2"]');
+    expect(await passing.getAttribute('title')).toBe(`quote: “${STATUS_SENTENCE}”`);
+    expect(await passing.locator('[data-testid=judges] span').first().getAttribute('title')).toContain(STATUS_SENTENCE);
+    // The version the revision made: its edits, each with the criterion it claims, above the diff.
+    await page.locator('[data-testid=version-tabs] button[data-version="1"]').click();
+    expect(await page.locator('[data-testid=revision]').textContent()).toContain('Revised by 2 edits closing C1, C2');
+    expect(
+      await page
+        .locator('[data-testid=edits] li')
+        .evaluateAll((items) => items.map((item) => item.getAttribute('data-criterion'))),
+    ).toEqual(['C1', 'C2']);
+    await page.close();
+    run.child.kill('SIGINT');
+    expect((await run.exited).code).toBe(0);
   });
 
   it('shows a PAR run: cycles, evidence and each policy decision with its reasons', async () => {

@@ -269,7 +269,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
         worker: { pid: worker.pid },
       });
       expect(validEvaluation(judged.result)).toBe(true);
-      expect(judged.result).toEqual({ scores: [{ criterion_id: 'C1', pass: true }] });
+      expect(judged.result).toEqual({ scores: [{ criterion_id: 'C1', pass: true, evidence: 'per minute' }] });
 
       // An iteration number is exactly what a stateless evaluator must never receive.
       const invalid = envelope({ iteration: 2 });

@@ -11,10 +11,11 @@ import { RunResultSchema, type Criterion } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish } from './support/cli.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
-import { startFakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
+import { startFakeModelServer } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { fakeAnswer, roleOf } from './support/fake-llm.js';
 import { CRITERIA, fencedArtifact } from './support/scenario.js';
+import { anthropicSystem, anthropicUser } from './support/sdk-requests.js';
 
 // Role isolation, proved on a real nats-server running the configuration `polish nats-config`
 // writes: one user per role, allow-lists only. What each user may publish and subscribe to is
@@ -78,9 +79,9 @@ afterAll(async () => {
 });
 
 describe('a run across per-role NATS users (polish nats-config)', () => {
-  it('the wire: over a 4-iteration run with a real SDK, each evaluator request holds the current artifact and the criteria, nothing else of the run; the reviser sees no scores or criteria list; the key appears nowhere', async () => {
+  it('the wire: over a 4-iteration run with a real SDK, each evaluator request holds the current artifact and the criteria, nothing else of the run; the reviser sees no scores or criteria list; every judge of a quorum sees the same; the key appears nowhere', async () => {
     const claude = await startFakeModelServer(anthropicDialect, (request) => ({
-      answer: fakeAnswer(roleOf(systemOf(request)), userOf(request)),
+      answer: fakeAnswer(roleOf(anthropicSystem(request)), anthropicUser(request)),
     }));
     // Workers, orchestrator (`polish serve`, durable: KV and events), client and inspector, each as its own user.
     const host = await startHost(
@@ -126,21 +127,57 @@ describe('a run across per-role NATS users (polish nats-config)', () => {
     const result = RunResultSchema.parse(JSON.parse(run.stdout));
     expect([result.status, result.iterations]).toEqual(['CONVERGED', 4]);
 
-    const evaluations = claude.requests.filter((request) => roleOf(systemOf(request)) === 'evaluate');
-    const revisions = claude.requests.filter((request) => roleOf(systemOf(request)) === 'revise');
+    const evaluations = claude.requests.filter((request) => roleOf(anthropicSystem(request)) === 'evaluate');
+    const revisions = claude.requests.filter((request) => roleOf(anthropicSystem(request)) === 'revise');
     expect([evaluations.length, revisions.length]).toEqual([4, 3]);
     evaluations.forEach((request, index) => {
-      const text = userOf(request);
+      const text = anthropicUser(request);
       expect(fencedArtifact(text).trim()).toBe(`# Limits\nversion ${index} of the rate limit page.`);
       for (const criterion of CRITERIA) expect(text).toContain(`${criterion.id}: ${criterion.text}`);
       for (let other = 0; other <= 4; other += 1) if (other !== index) expect(text).not.toContain(`version ${other}`);
       expect(text).not.toMatch(/fix C\d|iteration|gap|"pass"/i);
     });
     for (const request of revisions) {
-      const text = userOf(request);
+      const text = anthropicUser(request);
       expect(text).not.toMatch(/"pass"|score|criterion_id/i);
       for (const criterion of CRITERIA) expect(text).not.toContain(criterion.text);
     }
+
+    // A quorum of three judges through the same run service: every judge's request is the same
+    // stateless payload, the current artifact and the criteria, nothing else of the run.
+    const before = claude.requests.length;
+    const quorum = await polish(
+      [
+        'run',
+        artifact,
+        '--goal',
+        'Document the rate limiter.',
+        '--criteria',
+        criteria,
+        '--evaluators',
+        'anthropic:claude-test,anthropic:claude-test,anthropic:claude-test',
+        '--nats',
+        server.url,
+        '--credentials',
+        credentialsFile,
+        '--json',
+      ],
+      { env: cleanEnvironment() },
+    );
+    expect(quorum.code, quorum.stderr).toBe(0);
+    expect(RunResultSchema.parse(JSON.parse(quorum.stdout)).quorum?.judges).toBe(3);
+    const judged = claude.requests
+      .slice(before)
+      .filter((request) => roleOf(anthropicSystem(request)) === 'evaluate')
+      .map((request) => anthropicUser(request));
+    expect(judged).toHaveLength(12);
+    const criteriaLines = CRITERIA.map((criterion) => `${criterion.id}: ${criterion.text}`).join('\n');
+    judged.forEach((text, index) => {
+      const version = Math.floor(index / 3);
+      expect(text).toBe(
+        `Locked criteria:\n${criteriaLines}\n\n<artifact>\n# Limits\nversion ${version} of the rate limit page.\n\n</artifact>`,
+      );
+    });
 
     // The inspector, as its own user, sees the run.
     const runs = (await (await fetch(`${inspectorUrl}api/runs`)).json()) as { runId: string; status: string }[];
@@ -197,7 +234,7 @@ describe('injection: the artifact is data', () => {
           }
         : {
             scores: [
-              { criterion_id: 'C1', pass: true },
+              { criterion_id: 'C1', pass: true, evidence: 'The limit is 100/min.' },
               { criterion_id: 'C2', pass: false, gap: 'no status code is named' },
             ],
           };
@@ -216,15 +253,3 @@ describe('injection: the artifact is data', () => {
     }
   });
 });
-
-type Block = { text: string };
-function systemOf(request: RecordedRequest): string {
-  return ((request.body.system as Block[])[0] as Block).text;
-}
-function userOf(request: RecordedRequest): string {
-  return (request.body.messages as { content: string | Block[] }[])
-    .map((message) =>
-      typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join(''),
-    )
-    .join('\n');
-}

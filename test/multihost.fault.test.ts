@@ -30,7 +30,10 @@ function chainScript(): string {
     name: 'chain',
     criteria: [{ answer: { criteria: [{ id: 'C1', text: 'The draft is at revision 7.' }] } }],
     evaluate: [
-      { when: { artifact_contains: 'revision 7.' }, answer: { scores: [{ criterion_id: 'C1', pass: true }] } },
+      {
+        when: { artifact_contains: 'revision 7.' },
+        answer: { scores: [{ criterion_id: 'C1', pass: true, evidence: 'revision 7.' }] },
+      },
       { answer: { scores: [{ criterion_id: 'C1', pass: false, gap: 'The draft is not at revision 7 yet.' }] } },
     ],
     revise: [

@@ -13,19 +13,11 @@ import { anthropicDialect } from './support/fake-anthropic.js';
 import { openaiDialect } from './support/fake-openai.js';
 import { fakeAnswer, roleOf } from './support/fake-llm.js';
 import { CRITERIA, runWithModels } from './support/scenario.js';
+import { anthropicSystem, anthropicUser, openaiMessages, openaiSystem, openaiUser } from './support/sdk-requests.js';
 
 type Block = { type: string; text: string; cache_control?: unknown };
 const KEY = 'sk-ant-test-key-not-real';
 const spec = { artifact: '# Limits\nversion 1 of the rate limit page.\n', goal: 'Document the rate limiter.' };
-
-const anthropicSystem = (request: RecordedRequest) => ((request.body.system as Block[])[0] as Block).text;
-const anthropicUser = (request: RecordedRequest) =>
-  (request.body.messages as { content: string | Block[] }[])
-    .map((message) =>
-      typeof message.content === 'string' ? message.content : message.content.map((block) => block.text).join(''),
-    )
-    .join('\n');
-const openaiMessages = (request: RecordedRequest) => request.body.messages as { role: string; content: string }[];
 
 /** The fake "model": answers each role from the prompt, unless the test overrides a request. */
 function answering(system: (request: RecordedRequest) => string, user: (request: RecordedRequest) => string) {
@@ -34,14 +26,7 @@ function answering(system: (request: RecordedRequest) => string, user: (request:
       override?.(request, index) ?? { answer: fakeAnswer(roleOf(system(request)), user(request)) };
 }
 const anthropicModel = answering(anthropicSystem, anthropicUser);
-const openaiModel = answering(
-  (request) => openaiMessages(request)[0]?.content ?? '',
-  (request) =>
-    openaiMessages(request)
-      .slice(1)
-      .map((message) => message.content)
-      .join('\n'),
-);
+const openaiModel = answering(openaiSystem, openaiUser);
 
 let servers: FakeModelServer[] = [];
 afterEach(async () => {

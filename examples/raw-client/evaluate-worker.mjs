@@ -76,7 +76,9 @@ for (const spec of keywordSpecs) {
 function judge({ artifact, criteria }) {
   const scores = criteria.map((criterion) => {
     const word = keywords.get(criterion.id) ?? defaultKeyword;
-    if (word === undefined || artifact.includes(word)) return { criterion_id: criterion.id, pass: true };
+    // A pass quotes the words of the artifact that satisfy it: the keyword, or (no keyword) the first line.
+    if (word === undefined || artifact.includes(word))
+      return { criterion_id: criterion.id, pass: true, evidence: word ?? artifact.trim().split('\n')[0] };
     return {
       criterion_id: criterion.id,
       pass: false,

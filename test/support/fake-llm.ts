@@ -1,6 +1,6 @@
 import { prompts } from '@polish/agents';
 import type { Role } from '@polish/protocol';
-import { CRITERIA, fencedArtifact, versionOf } from './scenario.js';
+import { CRITERIA, fencedArtifact, quoteOf, versionOf } from './scenario.js';
 
 /** Which polish role a request is for, read from its system prompt. */
 export function roleOf(system: string): Role {
@@ -25,7 +25,7 @@ export function fakeAnswer(role: Role, userText: string): unknown {
       return {
         scores: CRITERIA.map((criterion, index) =>
           index < version
-            ? { criterion_id: criterion.id, pass: true }
+            ? { criterion_id: criterion.id, pass: true, evidence: quoteOf(artifact) }
             : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id}` },
         ),
       };

@@ -14,6 +14,13 @@ export const CRITERIA: Criterion[] = [
   { id: 'C3', text: 'Says how long to wait.' },
 ];
 
+/** A quote any version of an artifact can back a pass with: its first non-blank line. */
+export const quoteOf = (artifact: string) =>
+  artifact
+    .split('\n')
+    .find((line) => line.trim() !== '')
+    ?.trim() ?? artifact;
+
 /** The version number written in a scenario artifact ("… version 3 …"). */
 export const versionOf = (artifact: string) => Number(/version (\d+)/.exec(artifact)?.[1] ?? 0);
 
@@ -34,7 +41,7 @@ export function scenario(options: { criteria?: Criterion[]; verdicts: boolean[][
         return {
           scores: criteria.map((criterion, index) =>
             row[index]
-              ? { criterion_id: criterion.id, pass: true }
+              ? { criterion_id: criterion.id, pass: true, evidence: quoteOf(artifact) }
               : { criterion_id: criterion.id, pass: false, gap: `fix ${criterion.id} in version ${version}` },
           ),
         };

@@ -1,6 +1,15 @@
 import type { z } from 'zod';
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
-import { describeIssues, PolishError, ZERO_USAGE, addUsage, type TaskRole, type Usage } from '@polish/protocol';
+import {
+  MAX_MODEL_CALLS_PER_TASK,
+  describeIssues,
+  PolishError,
+  ZERO_USAGE,
+  addUsage,
+  readTolerantly,
+  type TaskRole,
+  type Usage,
+} from '@polish/protocol';
 import type {
   ContentPart,
   ModelMessage,
@@ -12,8 +21,14 @@ import type {
 /** No-op unless an OpenTelemetry SDK is registered (see telemetry.ts). */
 const tracer = trace.getTracer('@polish/agents');
 
-/** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair). */
-export const DEFAULT_MAX_REPAIRS = 2;
+/** Re-asks after the first answer when it is invalid (DESIGN §1: bounded repair), within the protocol's bound on calls per task. */
+export const DEFAULT_MAX_REPAIRS = MAX_MODEL_CALLS_PER_TASK - 1;
+
+/**
+ * Longest problem text a re-ask cites: a re-ask's size stays bounded (a budget reserves it in
+ * advance), and the first problems are the ones to fix.
+ */
+export const MAX_CITED_PROBLEM_CHARS = 2_000;
 
 /** What a handler asks for: one prompt, and the schema its answer must satisfy. */
 export interface ValidatedRequest<T> {
@@ -34,16 +49,36 @@ function unfence(text: string): string {
   return match?.[1] ?? text;
 }
 
-function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T } | { problem: string } {
+/** The re-ask that cites why an answer was rejected. */
+export const reaskText = (problem: string) =>
+  `Your answer was rejected: ${problem}. Answer again with only the corrected JSON object.`;
+
+/** What a handler gets back: the validated value, and the answer as the model gave it. */
+export interface ValidatedAnswer<T> {
+  value: T;
+  /**
+   * The model's JSON as it came, unknown fields included: what the worker replies with, so the
+   * orchestrator (which drops them again before its own check) can count them in the events.
+   */
+  answer: unknown;
+  usage: Usage;
+}
+
+function problemWith<T>(text: string, schema: z.ZodType<T>): { value: T; answer: unknown } | { problem: string } {
   let json: unknown;
   try {
     json = JSON.parse(unfence(text));
   } catch (error) {
     return { problem: `the answer is not JSON (${(error as Error).message})` };
   }
-  const parsed = schema.safeParse(json);
-  if (parsed.success) return { value: parsed.data };
-  return { problem: describeIssues(parsed.error) };
+  // Fields the schema does not know are dropped, not refused: the verdict is computed by code.
+  const parsed = readTolerantly(schema, json);
+  if (parsed.success) return { value: parsed.data, answer: json };
+  const problem = describeIssues(parsed.error);
+  return {
+    problem:
+      problem.length > MAX_CITED_PROBLEM_CHARS ? `${problem.slice(0, MAX_CITED_PROBLEM_CHARS)} (and more)` : problem,
+  };
 }
 
 /**
@@ -86,7 +121,7 @@ function tracedGenerate(model: ModelProvider, call: ModelRequest, round: number)
  * Asks the model, validates the answer with zod, and re-asks at most `maxRepairs` times
  * citing the validation error. Still invalid ⇒ `PolishError('CONTRACT_VIOLATION')`.
  */
-export async function generateValidated<T>(request: ValidatedRequest<T>): Promise<{ value: T; usage: Usage }> {
+export async function generateValidated<T>(request: ValidatedRequest<T>): Promise<ValidatedAnswer<T>> {
   const maxRepairs = request.maxRepairs ?? DEFAULT_MAX_REPAIRS;
   const messages: ModelMessage[] = [{ role: 'user', content: request.prompt }];
   let usage = ZERO_USAGE;
@@ -110,7 +145,7 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
     }
     usage = addUsage(usage, response.usage);
     const outcome = problemWith(response.text, request.schema);
-    if ('value' in outcome) return { value: outcome.value, usage };
+    if ('value' in outcome) return { value: outcome.value, answer: outcome.answer, usage };
     if (round >= maxRepairs) {
       throw new PolishError(
         'CONTRACT_VIOLATION',
@@ -118,12 +153,6 @@ export async function generateValidated<T>(request: ValidatedRequest<T>): Promis
         { usage, model: request.model.info },
       );
     }
-    messages.push(
-      { role: 'assistant', content: response.text },
-      {
-        role: 'user',
-        content: `Your answer was rejected: ${outcome.problem}. Answer again with only the corrected JSON object.`,
-      },
-    );
+    messages.push({ role: 'assistant', content: response.text }, { role: 'user', content: reaskText(outcome.problem) });
   }
 }

@@ -81,7 +81,8 @@ export async function handleTask(
       v: PROTOCOL_VERSION,
       taskId,
       ok: true,
-      result: output.value,
+      // The model's own answer: the orchestrator validates it again and counts what it drops.
+      result: 'answer' in output && output.answer !== undefined ? output.answer : output.value,
       usage: output.usage,
       model: model.info,
       worker,

@@ -1,6 +1,7 @@
 // @polish/agents: role handlers, prompts, model providers.
 export {
   textOf,
+  type AnswerStyle,
   type ModelProvider,
   type ModelRequest,
   type ModelResponse,
@@ -34,7 +35,8 @@ export {
   type AgentHostEvents,
 } from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
-export { parseModelSpec, formatModelSettings, OLLAMA_BASE_URL } from './providers/model-spec.js';
+export { parseModelSpec, formatModelSettings, declaredModelOf, OLLAMA_BASE_URL } from './providers/model-spec.js';
+export { DEFAULT_MAX_TOKENS } from './providers/sdk-options.js';
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
 // so that importing the agents does not load both SDKs.
 export { plan, act, review } from './handlers/par.js';

@@ -13,6 +13,8 @@ export const EXIT = {
   CANCELLED: 5,
   /** polish could not start what it needs: nats-server missing, NATS unreachable, workers failing to start. */
   SETUP: 6,
+  /** The budget could not cover the next wave: best version and remaining gaps returned (like CAP_REACHED). */
+  BUDGET_EXHAUSTED: 8,
 } as const;
 
 /** Exit codes of `polish par run|resume` (README, "Plan-act-reflect"). */

@@ -93,6 +93,19 @@ modelOptions(
       .option('--criteria <file>', 'JSON list of 1..8 criteria {id, text}; skips wave 1')
       .option('--threshold <threshold>', 'pass_all (default) or pass_N: at least N criteria pass')
       .option('--cap <n>', 'most evaluations, 1..8 (default 4)')
+      .option(
+        '--revise-mode <mode>',
+        'how wave 3 answers: auto (default: edits for artifacts of 4,000+ characters, else the whole text), edits, full',
+      )
+      .option('--evaluators <specs>', 'a quorum of judges, one model spec each, comma-separated (2..5 judges)')
+      .option('--quorum <rule>', 'how the judges decide a criterion: majority (default), unanimous, any-fail')
+      .option('--evidence', 'every passing score quotes the artifact span that satisfies it (the default)')
+      .option('--no-evidence', 'passes need no quote')
+      .option(
+        '--max-usd <dollars>',
+        'stop BUDGET_EXHAUSTED (exit 8) before a wave the rest of this budget cannot cover',
+      )
+      .option('--max-tokens <n>', 'the same, in tokens (input, output and cache)')
       .option('--out <file>', 'write the final artifact here instead of standard output')
       .option('--json', 'print the result object as JSON on standard output')
       .option('--local', 'with --nats: orchestrate in this process even if a `polish serve` runs there'),
@@ -121,6 +134,8 @@ modelOptions(
       'worker processes alive at once, whatever the load (default: 4 per core, within half the memory)',
     )
     .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+    .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
+    .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
     .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
     .option(
       '--credentials <file>',

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { parse as parseYaml } from 'yaml';
 import { z } from 'zod';
 import {
+  declaredModelOf,
   keyVariableFor,
   loadScriptFile,
   missingKeyMessage,
@@ -14,7 +15,10 @@ import {
   invalidInput,
   PolishError,
   PriceTableSchema,
+  MAX_JUDGES,
+  type DeclaredModels,
   type PriceTable,
+  type ReviseMode,
   type Role,
   type TaskRole,
 } from '@polish/protocol';
@@ -50,6 +54,8 @@ const ConfigFileSchema = z.strictObject({
   timeout_seconds: z.number().positive().optional(),
   max_retries: z.int().min(0).max(10).optional(),
   prices: PriceTableSchema.optional(),
+  /** A quorum's judges, one model spec each (like --evaluators). */
+  evaluators: z.array(z.string()).min(1).optional(),
 });
 type ConfigFile = z.infer<typeof ConfigFileSchema>;
 
@@ -107,17 +113,24 @@ function generalFlag(flags: ModelFlags): string | undefined {
  * its own config key (`evaluator_model`), the config's `model`, then the default. Scripts are
  * loaded and keys checked here, so nothing starts with a model that cannot work.
  */
-export function resolveModels(
-  flags: ModelFlags,
-  environment: NodeJS.ProcessEnv = process.env,
-  roles: readonly TaskRole[] = POLISH_ROLES,
-): ResolvedModels {
-  const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
-  const extra = {
+/** Call settings the config file gives every model (max_tokens, timeout, retries). */
+function callSettingsOf(config: ConfigFile) {
+  return {
     ...(config.max_tokens === undefined ? {} : { maxTokens: config.max_tokens }),
     ...(config.timeout_seconds === undefined ? {} : { timeoutMs: Math.round(config.timeout_seconds * 1000) }),
     ...(config.max_retries === undefined ? {} : { maxRetries: config.max_retries }),
   };
+}
+
+export function resolveModels(
+  flags: ModelFlags,
+  environment: NodeJS.ProcessEnv = process.env,
+  roles: readonly TaskRole[] = POLISH_ROLES,
+  /** Check keys and scripts (off when the models only declare what workers elsewhere use). */
+  { check = true }: { check?: boolean } = {},
+): ResolvedModels {
+  const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
+  const extra = callSettingsOf(config);
   const general = generalFlag(flags);
   const entries = roles.map((role) => {
     // par.command runs a shell command: it has no model to configure.
@@ -139,7 +152,7 @@ export function resolveModels(
     }
   });
   const byRole = Object.fromEntries(entries) as Partial<Record<TaskRole, ModelSettings>>;
-  for (const settings of new Set(Object.values(byRole))) checkUsable(settings, byRole, environment);
+  if (check) for (const settings of new Set(Object.values(byRole))) checkUsable(settings, byRole, environment);
   return { byRole, prices: { ...DEFAULT_PRICES, ...config.prices } };
 }
 
@@ -170,6 +183,59 @@ function checkUsable(
   }
 }
 
+/**
+ * A quorum's judges, one model each: `--evaluators SPEC,SPEC,…`, else the config's
+ * `evaluators:`; none when neither names any. Keys and scripts are checked like every model's.
+ */
+export function resolveJudges(
+  flags: ModelFlags & { evaluators?: string },
+  environment: NodeJS.ProcessEnv = process.env,
+  { check = true }: { check?: boolean } = {},
+): ModelSettings[] | undefined {
+  const config = readConfig(flags.config ?? environment.POLISH_CONFIG);
+  const specs =
+    flags.evaluators
+      ?.split(',')
+      .map((spec) => spec.trim())
+      .filter(Boolean) ?? config.evaluators;
+  if (!specs) return undefined;
+  const field = flags.evaluators === undefined ? 'config evaluators' : 'evaluators';
+  if (specs.length === 0 || specs.length > MAX_JUDGES)
+    throw invalidInput(field, `name 1 to ${MAX_JUDGES} model specs, comma-separated`);
+  const judges = specs.map((spec) => {
+    try {
+      return parseModelSpec(spec, callSettingsOf(config));
+    } catch (error) {
+      throw invalidInput(field, (error as Error).message);
+    }
+  });
+  const byJudge = Object.fromEntries(judges.map((settings) => ['evaluate', settings])) as Partial<
+    Record<TaskRole, ModelSettings>
+  >;
+  if (check) for (const settings of judges) checkUsable(settings, byJudge, environment);
+  return judges;
+}
+
+/**
+ * The models a run's budget prices, as their workers will report them: each role's, and each
+ * judge's (`judges`, else the evaluate role's).
+ */
+export function declareModels(
+  byRole: Partial<Record<TaskRole, ModelSettings>>,
+  judges?: readonly ModelSettings[],
+): DeclaredModels {
+  const declared = (role: TaskRole) => {
+    const settings = byRole[role];
+    return settings && settings.provider !== 'none' ? { [role]: declaredModelOf(settings) } : {};
+  };
+  const evaluators = judges ?? (byRole.evaluate ? [byRole.evaluate] : []);
+  return {
+    ...declared('criteria'),
+    ...declared('revise'),
+    ...(evaluators.length > 0 ? { evaluate: evaluators.map(declaredModelOf) } : {}),
+  };
+}
+
 /** The price table alone (defaults, then the config file's `prices:`), for runs whose workers are elsewhere. */
 export function resolvePrices(
   flags: Pick<ModelFlags, 'config'>,
@@ -190,4 +256,30 @@ export function describeModels(byRole: Partial<Record<TaskRole, ModelSettings>>)
     ([model, users]) =>
       `${users.join(', ')}: ${model}${model.startsWith('scripted:') ? ' (SCRIPTED, not an LLM)' : ''}`,
   );
+}
+
+/** How a run asks its agents to answer: the reviser's form and the evaluator's evidence. */
+export interface AnswerFlags {
+  revise?: ReviseMode;
+  evidence?: boolean;
+}
+
+/**
+ * Each role's model with the answer settings a run asks for: the reviser answers in the run's
+ * form (edits or full text) and the evaluator quotes evidence or not. These reach a worker with
+ * its model settings, as everything a worker knows does: the payloads stay as they are.
+ */
+export function withAnswers(
+  byRole: Partial<Record<TaskRole, ModelSettings>>,
+  answers: AnswerFlags,
+): Partial<Record<TaskRole, ModelSettings>> {
+  const styled = { ...byRole };
+  const set = (role: TaskRole, style: NonNullable<AnswerFlags>) => {
+    const settings = styled[role];
+    if (!settings || settings.provider === 'none') return;
+    styled[role] = { ...settings, answers: { ...settings.answers, ...style } };
+  };
+  if (answers.revise !== undefined) set('revise', { revise: answers.revise });
+  if (answers.evidence !== undefined) set('evaluate', { evidence: answers.evidence });
+  return styled;
 }

@@ -37,15 +37,19 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         break;
       case 'wave.started':
         if (event.role === 'criteria') write('wave 1: extracting criteria…');
-        else if (event.role === 'evaluate') write(`iteration ${event.iteration}: wave 2, evaluating…`);
-        else write(`iteration ${event.iteration}: wave 3, revising…`);
+        else if (event.role === 'evaluate') {
+          // A quorum's judges start together: one line for the wave, one answer line per judge.
+          if ((event.judge ?? 1) === 1) write(`iteration ${event.iteration}: wave 2, evaluating…`);
+        } else write(`iteration ${event.iteration}: wave 3, revising…`);
         break;
       case 'wave.finished':
         labelModel(event.model);
         write(
-          `  ${event.role} answered by process ${event.worker.pid}` +
+          `  ${event.role}${event.judge ? ` (judge ${event.judge}, ${event.model.model})` : ''} answered by process ${event.worker.pid}` +
             `${event.attempts > 1 ? ` after ${event.attempts} dispatches` : ''} in ${Math.round(event.duration_ms)} ms, ${describeUsage(event.usage)}`,
         );
+        if (event.dropped_fields)
+          write(`  (fields the contract does not know, dropped: ${event.dropped_fields.join(', ')})`);
         break;
       case 'criteria.locked':
         write(`criteria locked (${event.extracted ? 'extracted by wave 1' : 'given'}):`);
@@ -53,8 +57,38 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         break;
       case 'iteration.evaluated':
         write(`iteration ${event.iteration}: ${event.passed}/${event.total} pass`);
+        if (event.verdicts && event.agreement) {
+          const agreement = event.agreement;
+          const cells = Object.entries(event.verdicts).map(
+            ([id, verdict]) => `${id} ${verdict} (${Math.round((agreement[id] ?? 0) * 100)}% agree)`,
+          );
+          write(`  judges: ${cells.join(', ')}`);
+        }
         for (const gap of event.blocking_gaps) write(`  gap ${gap}`);
+        if (event.regressions) write(`  the revision broke ${event.regressions.join(', ')}`);
         break;
+      case 'iteration.revised':
+        write(
+          event.form === 'edits'
+            ? `  revised by ${event.edits?.length ?? 0} edits closing ${event.closes.join(', ')} (${count(event.chars_changed)} characters changed)`
+            : `  revised as the whole text (${count(event.chars_changed)} characters changed${event.fell_back ? '; edits kept failing' : ''})`,
+        );
+        break;
+      case 'regression.re_ask':
+        write(
+          `iteration ${event.iteration}: asking the reviser again from iteration ${event.from}, keeping ${event.criteria.join(', ')}`,
+        );
+        break;
+      case 'budget.exhausted': {
+        const spent =
+          event.spent_usd === undefined ? `${count(event.spent_tokens)} tokens` : `$${event.spent_usd.toFixed(4)}`;
+        const needed =
+          event.needed_usd !== undefined
+            ? `$${event.needed_usd.toFixed(4)}`
+            : `${count(event.needed_tokens ?? 0)} tokens`;
+        write(`polish: budget exhausted: ${spent} spent; the next wave needs up to ${needed} at worst`);
+        break;
+      }
       case 'iteration.finished':
         write(
           `iteration ${event.iteration}: ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls`,
@@ -65,6 +99,11 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         write(
           `polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`,
         );
+        if (event.quorum)
+          write(
+            `polish: ${event.quorum.judges} judges (${event.quorum.rule}) agreed on ${Math.round(event.quorum.agreement_rate * 100)}% of verdicts` +
+              `${event.quorum.undecided ? `; ${event.quorum.undecided} undecided` : ''}`,
+          );
         break;
       case 'task.waiting':
         write(

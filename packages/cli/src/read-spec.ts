@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { invalidInput, CriteriaListSchema, RunSpecSchema, type RunSpec } from '@polish/protocol';
+import { invalidInput, CriteriaListSchema, RunSpecSchema, type DeclaredModels, type RunSpec } from '@polish/protocol';
 
 /** The `polish run` flags that make up a run spec. */
 export interface SpecFlags {
@@ -7,6 +7,20 @@ export interface SpecFlags {
   criteria?: string;
   threshold?: string;
   cap?: string;
+  /** How Wave 3 answers: auto (default), edits or full. */
+  reviseMode?: string;
+  /** How a quorum decides a criterion: majority (default), unanimous, any-fail. */
+  quorum?: string;
+  /** Passes quote their evidence (commander's --no-evidence sets false). */
+  evidence?: boolean;
+  maxUsd?: string;
+  maxTokens?: string;
+}
+
+/** What the run spec takes from elsewhere than the flags: the judges, and the models a budget prices. */
+export interface SpecExtras {
+  judges?: number;
+  models?: DeclaredModels;
 }
 
 function readText(field: string, path: string): string {
@@ -38,17 +52,35 @@ function readCriteria(path: string): unknown {
   return parsed.data;
 }
 
+function parseBudget(flags: SpecFlags): { max_usd?: number; max_tokens?: number } | undefined {
+  const usd = flags.maxUsd === undefined ? undefined : Number(flags.maxUsd);
+  if (usd !== undefined && (!/^\s*[0-9]*\.?[0-9]+\s*$/.test(flags.maxUsd ?? '') || !(usd > 0)))
+    throw invalidInput('max-usd', `must be an amount of US dollars above 0, e.g. 0.50, got "${flags.maxUsd}"`);
+  const tokens = flags.maxTokens === undefined ? undefined : Number(flags.maxTokens);
+  if (tokens !== undefined && (!/^\s*[0-9]+\s*$/.test(flags.maxTokens ?? '') || !(tokens > 0)))
+    throw invalidInput('max-tokens', `must be a whole number of tokens above 0, got "${flags.maxTokens}"`);
+  if (usd === undefined && tokens === undefined) return undefined;
+  return { ...(usd === undefined ? {} : { max_usd: usd }), ...(tokens === undefined ? {} : { max_tokens: tokens }) };
+}
+
 function parseCap(raw: string | undefined): number | undefined {
   if (raw === undefined) return undefined;
   if (!/^[0-9]+$/.test(raw.trim())) throw invalidInput('cap', `must be a whole number from 1 to 8, got "${raw}"`);
   return Number(raw);
 }
 
+/** The flag a spec field is given with, where their names differ. */
+const FLAG_OF_FIELD: Record<string, string> = {
+  revise_mode: 'revise-mode',
+  judges: 'evaluators',
+};
+
 /** Reads the artifact and flags into a validated run spec, or throws INVALID_INPUT naming the field. */
-export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
+export function readSpec(artifactPath: string, flags: SpecFlags, extras: SpecExtras = {}): RunSpec {
   if (flags.goal === undefined || flags.goal.trim() === '')
     throw invalidInput('goal', 'required: pass --goal "what the artifact must achieve"');
   const cap = parseCap(flags.cap);
+  const budget = parseBudget(flags);
   const criteria = flags.criteria === undefined ? undefined : readCriteria(flags.criteria);
   const artifact = readText('artifact', artifactPath);
   const parsed = RunSpecSchema.safeParse({
@@ -57,10 +89,17 @@ export function readSpec(artifactPath: string, flags: SpecFlags): RunSpec {
     ...(criteria === undefined ? {} : { criteria }),
     ...(flags.threshold === undefined ? {} : { threshold: flags.threshold }),
     ...(cap === undefined ? {} : { cap }),
+    ...(flags.reviseMode === undefined ? {} : { revise_mode: flags.reviseMode }),
+    ...(flags.quorum === undefined ? {} : { quorum: flags.quorum }),
+    ...(flags.evidence === undefined ? {} : { evidence: flags.evidence }),
+    ...(extras.judges === undefined ? {} : { judges: extras.judges }),
+    ...(budget ? { budget } : {}),
+    ...(extras.models ? { models: extras.models } : {}),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw invalidInput(String(issue?.path[0] ?? 'spec'), issue?.message ?? 'invalid');
+    const field = String(issue?.path[0] ?? 'spec');
+    throw invalidInput(FLAG_OF_FIELD[field] ?? field, issue?.message ?? 'invalid');
   }
   return parsed.data;
 }

@@ -1,6 +1,6 @@
 import { diffLines } from 'diff';
 import type { AnyStateMachine } from 'xstate';
-import type { ParCycleRecord, AnyPolicyDecision, RunEvent, TaskRole } from '@polish/protocol';
+import type { AnyPolicyDecision, ParCycleRecord, RevisionReport, RunEvent, Score, TaskRole } from '@polish/protocol';
 
 /** A statechart as the page draws it: the machine's own states and transitions. */
 export interface MachineGraph {
@@ -68,6 +68,26 @@ export interface DiffPart {
   text: string;
 }
 
+/** One judge's score of a criterion, as the grid shows it beside the others. */
+export interface JudgeCell {
+  judge: number;
+  model: string;
+  pass: boolean;
+  gap: string | null;
+  evidence: string | null;
+}
+
+/** A criterion in one iteration: pass or fail (or undecided by a quorum), the gap or the quote, and each judge's score. */
+export interface GridCell {
+  pass: boolean;
+  gap: string | null;
+  evidence?: string | null;
+  verdict?: 'pass' | 'fail' | 'undecided';
+  /** Share of judges on the side with more votes (1: all agreed). */
+  agreement?: number;
+  judges?: JudgeCell[];
+}
+
 /** An artifact version: the whole text and its diff against the version before. */
 export interface ArtifactVersion {
   label: string;
@@ -75,6 +95,8 @@ export interface ArtifactVersion {
   diff: DiffPart[];
   /** The version was too large to keep in the events. */
   omitted: boolean;
+  /** The revision that made this version: its form, edits and the criterion each claims, its size. */
+  revision?: RevisionReport;
 }
 
 /** Everything the page shows of one run, computed from its events (all, or the first `upto` for replay). */
@@ -89,8 +111,8 @@ export interface RunView {
   taken: { from: string; to: string }[];
   timeline: TimelineEntry[];
   criteria: { id: string; text: string }[];
-  /** criteria × iterations: per iteration, per criterion id, pass and the gap. */
-  grid: { iteration: number; cells: Record<string, { pass: boolean; gap: string | null }> }[];
+  /** criteria × iterations: per iteration, per criterion id, the verdict, its gap or quote, and each judge's. */
+  grid: { iteration: number; cells: Record<string, GridCell> }[];
   versions: ArtifactVersion[];
   par: {
     topic: string;
@@ -120,6 +142,41 @@ function diff(before: string, after: string): DiffPart[] {
   if (!parts)
     return [{ kind: 'same', text: `(too many changes to show line by line: the whole version follows)\n${after}` }];
   return parts.map((part) => ({ kind: part.added ? 'added' : part.removed ? 'removed' : 'same', text: part.value }));
+}
+
+const cellOf = (score: Score): GridCell => ({
+  pass: score.pass,
+  gap: score.gap ?? null,
+  evidence: score.evidence ?? null,
+});
+
+/** The orchestrator's verdict on each criterion, with each judge's score beside it when there are several. */
+function verdictCells(event: Extract<RunEvent, { type: 'iteration.evaluated' }>): Record<string, GridCell> {
+  return Object.fromEntries(
+    (event.scores ?? []).map((score) => {
+      const judges = event.judges?.map((judgement) => {
+        const own = judgement.scores.find((entry) => entry.criterion_id === score.criterion_id);
+        return {
+          judge: judgement.judge,
+          model: `${judgement.model.model}${judgement.model.scripted ? ' (scripted)' : ''}`,
+          pass: own?.pass ?? false,
+          gap: own?.gap ?? null,
+          evidence: own?.evidence ?? null,
+        };
+      });
+      const verdict = event.verdicts?.[score.criterion_id];
+      const agreement = event.agreement?.[score.criterion_id];
+      return [
+        score.criterion_id,
+        {
+          ...cellOf(score),
+          ...(verdict ? { verdict } : {}),
+          ...(agreement === undefined ? {} : { agreement }),
+          ...(judges ? { judges } : {}),
+        },
+      ];
+    }),
+  );
 }
 
 const kindOf = (events: readonly RunEvent[]): 'polish' | 'par' =>
@@ -172,6 +229,8 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
     final: null,
   };
   const open = new Map<string, TimelineEntry>();
+  // The revision reported before the version it made is evaluated.
+  let revision: RevisionReport | undefined;
   let gates = new Set<string>();
   const reviews = new Map<number, { id: string; passed: boolean; evidence: string }[]>();
   for (const event of events) {
@@ -201,8 +260,9 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           attempts: null,
         };
         view.timeline.push(entry);
-        open.set(`${event.role}:${event.iteration}`, entry);
-        if (event.role === 'evaluate') {
+        open.set(`${event.role}:${event.iteration}:${event.judge ?? 1}`, entry);
+        // Every judge of a quorum gets the same version: it is one version.
+        if (event.role === 'evaluate' && (event.judge ?? 1) === 1) {
           const artifact = (event.payload as { artifact?: unknown } | undefined)?.artifact;
           const previous = view.versions.at(-1);
           if (typeof artifact === 'string') {
@@ -212,6 +272,7 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
               text: artifact,
               diff: base === undefined ? [] : diff(base, artifact),
               omitted: false,
+              ...(revision ? { revision } : {}),
             });
           } else {
             // Left out of the event (too large, or stored by reference): say so rather than diff against the wrong base.
@@ -220,13 +281,29 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
               text: `(this version, ${event.payload_bytes ?? '?'} bytes, is not kept in the events)`,
               diff: [],
               omitted: true,
+              ...(revision ? { revision } : {}),
             });
           }
+          revision = undefined;
         }
         break;
       }
+      case 'iteration.evaluated': {
+        if (!event.scores) break;
+        const column = { iteration: event.iteration, cells: verdictCells(event) };
+        const index = view.grid.findIndex((entry) => entry.iteration === event.iteration);
+        if (index === -1) view.grid.push(column);
+        else view.grid[index] = column;
+        break;
+      }
+      case 'iteration.revised': {
+        const { type: _type, runId: _runId, at: _at, iteration: _iteration, ...report } = event;
+        revision = report;
+        break;
+      }
       case 'wave.finished': {
-        const entry = open.get(`${event.role}:${event.iteration}`);
+        const key = `${event.role}:${event.iteration}:${event.judge ?? 1}`;
+        const entry = open.get(key);
         if (entry) {
           Object.assign(entry, {
             finished_at: event.at,
@@ -238,17 +315,14 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
             worker: `pid ${event.worker.pid} on ${event.worker.hostname}`,
             attempts: event.attempts,
           });
-          open.delete(`${event.role}:${event.iteration}`);
+          open.delete(key);
         }
-        if (event.role === 'evaluate') {
-          const scores =
-            (event.result as { scores?: { criterion_id: string; pass: boolean; gap?: string }[] } | undefined)
-              ?.scores ?? [];
+        // A judge's answer; the orchestrator's verdict (iteration.evaluated) replaces it below.
+        if (event.role === 'evaluate' && (event.judge ?? 1) === 1) {
+          const scores = (event.result as { scores?: Score[] } | undefined)?.scores ?? [];
           view.grid.push({
             iteration: event.iteration,
-            cells: Object.fromEntries(
-              scores.map((score) => [score.criterion_id, { pass: score.pass, gap: score.gap ?? null }]),
-            ),
+            cells: Object.fromEntries(scores.map((score) => [score.criterion_id, cellOf(score)])),
           });
         }
         if (event.role === 'par.review') {

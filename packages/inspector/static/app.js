@@ -218,19 +218,37 @@ function renderGrid(view) {
     row.append(el('td', { title: criterion.text }, `${criterion.id}: ${criterion.text}`));
     for (const column of view.grid) {
       const cell = column.cells[criterion.id];
-      row.append(
-        cell
-          ? el(
-              'td',
-              { class: cell.pass ? 'pass' : 'fail', title: cell.gap ?? 'passes', 'data-iteration': column.iteration },
-              cell.pass ? 'pass' : 'fail',
-            )
-          : el('td', {}, ''),
-      );
+      row.append(cell ? gridCell(cell, column.iteration) : el('td', {}, ''));
     }
     return row;
   });
   table.replaceChildren(head, ...rows);
+}
+
+/** A criterion in one iteration: its verdict with the gap or the quote, and each judge's score side by side. */
+function gridCell(cell, iteration) {
+  const verdict = cell.verdict ?? (cell.pass ? 'pass' : 'fail');
+  const detail = cell.pass ? (cell.evidence ? `quote: “${cell.evidence}”` : 'passes') : (cell.gap ?? '');
+  const td = el('td', { class: verdict, title: detail, 'data-iteration': iteration, 'data-verdict': verdict }, verdict);
+  if (cell.agreement !== undefined) td.append(el('small', {}, ` ${Math.round(cell.agreement * 100)}%`));
+  if (cell.judges) {
+    const judges = el('div', { class: 'judges', 'data-testid': 'judges' });
+    judges.replaceChildren(
+      ...cell.judges.map((judge) =>
+        el(
+          'span',
+          {
+            class: judge.pass ? 'pass' : 'fail',
+            'data-judge': judge.judge,
+            title: `judge ${judge.judge} (${judge.model}): ${judge.pass ? `quote: “${judge.evidence ?? ''}”` : (judge.gap ?? '')}`,
+          },
+          `J${judge.judge} ${judge.pass ? '✓' : '✗'}`,
+        ),
+      ),
+    );
+    td.append(judges);
+  }
+  return td;
 }
 
 function renderVersions(view) {
@@ -253,10 +271,46 @@ function renderVersions(view) {
     }),
   );
   const chosen = versions[page.version];
+  renderRevision(chosen?.revision);
   const diff = $('diff');
   if (!chosen) return diff.replaceChildren(document.createTextNode('no version yet'));
   if (chosen.diff.length === 0) return diff.replaceChildren(document.createTextNode(chosen.text));
   diff.replaceChildren(...chosen.diff.map((part) => el('span', { class: part.kind }, part.text)));
+}
+
+const clip = (text, length = 160) => (text.length > length ? `${text.slice(0, length)}…` : text);
+
+/** What the revision that made a version changed: its edits with the criterion each claims, or its size as a whole text. */
+function renderRevision(revision) {
+  const box = $('revision');
+  if (!revision) return box.replaceChildren();
+  const size = `${revision.chars_changed.toLocaleString('en-US')} characters changed`;
+  if (revision.form === 'full') {
+    const why = revision.fell_back ? ' (edits kept failing: the reviser fell back to the whole text)' : '';
+    return box.replaceChildren(el('p', { class: 'note' }, `Revised as the whole text: ${size}${why}.`));
+  }
+  const edits = revision.edits ?? [];
+  const list = el('ol', { 'data-testid': 'edits' });
+  list.replaceChildren(
+    ...edits.map((edit) => {
+      const item = el('li', { 'data-criterion': edit.criterion_id });
+      item.append(
+        el('strong', {}, `${edit.criterion_id} `),
+        el('span', { class: 'removed' }, clip(edit.find)),
+        document.createTextNode(' → '),
+        el('span', { class: 'added' }, clip(edit.replace)),
+      );
+      return item;
+    }),
+  );
+  box.replaceChildren(
+    el(
+      'p',
+      { class: 'note' },
+      `Revised by ${edits.length} edit${edits.length === 1 ? '' : 's'} closing ${revision.closes.join(', ')}: ${size}.`,
+    ),
+    list,
+  );
 }
 
 function renderPar(view) {

@@ -3,7 +3,8 @@
 // The polish loop (DESIGN §1): the machine, its one run driver, and the verdict rule.
 export { polishMachine, type PolishContext, type PolishInput } from './polish/polish-machine.js';
 export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './polish/run-polish.js';
-export { computeVerdict } from './polish/verdict.js';
+export { computeVerdict, decide } from './polish/verdict.js';
+export { resolveBudget, worstCase, costOf, type BudgetPlan } from './polish/budget.js';
 
 // Dispatch: how a task reaches a worker (in this process, or over NATS).
 export type { Dispatcher, DispatchOptions, DispatchOutcome, DispatchProgress } from './dispatch/dispatcher.js';

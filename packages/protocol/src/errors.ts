@@ -13,6 +13,7 @@ export const ErrorCodeSchema = z.enum([
   'TIMEOUT', // no reply before the task deadline
   'WORKER_CRASHED', // the worker process died holding the task
   'CANCELLED', // the caller cancelled the run
+  'BUDGET_EXHAUSTED', // the run's budget cannot cover the next call's worst case
   'UNAVAILABLE', // polish cannot start what it needs: nats-server missing, NATS or JetStream unreachable, workers failing to boot
   'INTERNAL', // a bug: report it
 ]);

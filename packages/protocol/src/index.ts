@@ -8,8 +8,59 @@ export {
   type Criterion,
   type CriteriaResult,
 } from './criteria.js';
-export { ScoreSchema, EvaluationSchema, evaluationSchemaFor, type Score, type Evaluation } from './evaluation.js';
-export { RevisionSchema, type Revision } from './revision.js';
+export {
+  ScoreSchema,
+  EvaluationSchema,
+  evaluationSchemaFor,
+  quoteFound,
+  type Score,
+  type Evaluation,
+  type EvaluationContract,
+} from './evaluation.js';
+export {
+  RevisionSchema,
+  EditSchema,
+  EditsRevisionSchema,
+  ReviseAnswerSchema,
+  ReviseModeSchema,
+  RevisionReportSchema,
+  EDITS_THRESHOLD_CHARS,
+  usesEdits,
+  applyEdits,
+  gapIds,
+  editsSchemaFor,
+  charsChanged,
+  type Revision,
+  type Edit,
+  type EditsRevision,
+  type ReviseAnswer,
+  type ReviseMode,
+  type RevisionReport,
+} from './revision.js';
+export {
+  MAX_JUDGES,
+  QuorumRuleSchema,
+  CriterionVerdictSchema,
+  JudgementSchema,
+  RegressionSchema,
+  type QuorumRule,
+  type CriterionVerdict,
+  type Judgement,
+  type Regression,
+} from './quorum.js';
+export {
+  BudgetSchema,
+  ModelLimitSchema,
+  DeclaredModelsSchema,
+  MAX_MODEL_CALLS_PER_TASK,
+  PROMPT_OVERHEAD_TOKENS,
+  REASK_OVERHEAD_TOKENS,
+  worstCaseOfTask,
+  type Budget,
+  type ModelLimit,
+  type DeclaredModels,
+} from './budget.js';
+export { readTolerantly, type TolerantRead } from './tolerant-read.js';
 export { ThresholdSchema, requiredPasses, type Threshold } from './threshold.js';
 export { MAX_CAP, DEFAULT_CAP, RunSpecSchema, type RunSpec, type RunSpecInput } from './run-spec.js';
 export {
@@ -69,6 +120,10 @@ export {
   RunResultSchema,
   UsageByWaveSchema,
   CostSchema,
+  BudgetReportSchema,
+  QuorumReportSchema,
+  type BudgetReport,
+  type QuorumReport,
   type UsageByWave,
   type Cost,
   type RunStatus,

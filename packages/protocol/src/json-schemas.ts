@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CriteriaListSchema, CriteriaResultSchema, CriterionSchema } from './criteria.js';
 import { EvaluationSchema, ScoreSchema } from './evaluation.js';
-import { RevisionSchema } from './revision.js';
+import { ReviseAnswerSchema } from './revision.js';
 import { RunSpecSchema } from './run-spec.js';
 import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
 import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
@@ -31,7 +31,7 @@ const WIRE_SCHEMAS = {
   'criteria-result': CriteriaResultSchema,
   score: ScoreSchema,
   evaluation: EvaluationSchema,
-  revision: RevisionSchema,
+  revision: ReviseAnswerSchema,
   'payload.criteria': CriteriaPayloadSchema,
   'payload.evaluate': EvaluatePayloadSchema,
   'payload.revise': RevisePayloadSchema,

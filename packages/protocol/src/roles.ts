@@ -1,7 +1,7 @@
 import { z } from 'zod';
 import { CriteriaListSchema, CriteriaResultSchema } from './criteria.js';
 import { EvaluationSchema } from './evaluation.js';
-import { RevisionSchema } from './revision.js';
+import { ReviseAnswerSchema } from './revision.js';
 import {
   ParActPayloadSchema,
   ParActionSchema,
@@ -63,7 +63,7 @@ export const PAYLOAD_SCHEMAS = {
 export const RESULT_SCHEMAS = {
   criteria: CriteriaResultSchema,
   evaluate: EvaluationSchema,
-  revise: RevisionSchema,
+  revise: ReviseAnswerSchema,
   'par.plan': ParPlanSchema,
   'par.act': ParActionSchema,
   'par.review': ParReviewSchema,

@@ -6,6 +6,10 @@ import { CriteriaListSchema } from './criteria.js';
 import { ModelInfoSchema, UsageSchema } from './usage.js';
 import { CostSchema, RunStatusSchema } from './run-result.js';
 import { WorkerInfoSchema } from './task.js';
+import { RevisionReportSchema } from './revision.js';
+import { CriterionVerdictSchema, JudgementSchema } from './quorum.js';
+import { ScoreSchema } from './evaluation.js';
+import { BudgetReportSchema, QuorumReportSchema } from './run-result.js';
 
 const eventFields = { runId: z.string().min(1), at: z.int().min(0) };
 
@@ -18,6 +22,8 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     type: z.literal('wave.started'),
     role: TaskRoleSchema,
     iteration: z.int().min(0),
+    /** A judge of a quorum (1..k): each evaluates the same payload in its own process. */
+    judge: z.int().min(1).optional(),
     /** What the agent received (for inspection), left out above EVENT_PAYLOAD_LIMIT bytes. */
     payload: z.unknown().optional(),
     payload_bytes: z.int().min(0).optional(),
@@ -27,6 +33,9 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     type: z.literal('wave.finished'),
     role: TaskRoleSchema,
     iteration: z.int().min(0),
+    judge: z.int().min(1).optional(),
+    /** Fields of the answer the contract does not know, dropped before validation (e.g. `overall`). */
+    dropped_fields: z.array(z.string()).optional(),
     duration_ms: z.number().min(0),
     usage: UsageSchema,
     model: ModelInfoSchema,
@@ -90,6 +99,32 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     passed: z.int(),
     total: z.int(),
     blocking_gaps: z.array(z.string()),
+    /** The orchestrator's scores (with quorum: the combined verdict), quotes included. */
+    scores: z.array(ScoreSchema).optional(),
+    /** With several judges: each judge's scores, every criterion's verdict and agreement. */
+    judges: z.array(JudgementSchema).optional(),
+    verdicts: z.record(z.string(), CriterionVerdictSchema).optional(),
+    agreement: z.record(z.string(), z.number()).optional(),
+    /** Criteria the revision into this version broke (they passed on the version it started from). */
+    regressions: z.array(z.string()).optional(),
+  }),
+  /** A revision broke criteria that passed: the reviser is asked again, once, from the version before it. */
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('regression.re_ask'),
+    iteration: z.int().min(1),
+    /** The iteration whose version is revised again. */
+    from: z.int().min(1),
+    criteria: z.array(z.string()),
+  }),
+  /** The run stops: the rest of its budget cannot cover the next wave's worst case. */
+  z.strictObject({ ...eventFields, type: z.literal('budget.exhausted'), ...BudgetReportSchema.shape }),
+  /** The revision made from an iteration's version: its form, edits, the criteria they claim, its size. */
+  z.strictObject({
+    ...eventFields,
+    type: z.literal('iteration.revised'),
+    iteration: z.int().min(1),
+    ...RevisionReportSchema.shape,
   }),
   /** An iteration is over (its evaluation, and the revision that followed it if any): its usage. */
   z.strictObject({
@@ -105,6 +140,10 @@ export const RunEventSchema = z.discriminatedUnion('type', [
     iterations: z.int(),
     usage: UsageSchema,
     cost: CostSchema.optional(),
+    /** With several judges: the run's agreement rate and undecided verdicts. */
+    quorum: QuorumReportSchema.optional(),
+    /** With a budget: what it allowed and what was spent. */
+    budget: BudgetReportSchema.optional(),
   }),
   // Plan-act-reflect runs: the task, each recorded cycle, each policy decision, and the end.
   z.strictObject({

@@ -15,8 +15,16 @@ function firstIssue(result: { success: boolean; error?: { issues: { path: Proper
 }
 
 describe('RunSpecSchema', () => {
-  it('applies the defaults: pass_all and cap 4', () => {
-    expect(RunSpecSchema.parse(base)).toEqual({ ...base, threshold: 'pass_all', cap: 4 });
+  it('applies the defaults: pass_all, cap 4, revise mode auto, one judge, majority, evidence', () => {
+    expect(RunSpecSchema.parse(base)).toEqual({
+      ...base,
+      threshold: 'pass_all',
+      cap: 4,
+      revise_mode: 'auto',
+      judges: 1,
+      quorum: 'majority',
+      evidence: true,
+    });
   });
 
   it.each([

@@ -1,6 +1,9 @@
 import { z } from 'zod';
 import { CriteriaListSchema, MAX_CRITERIA } from './criteria.js';
 import { ThresholdSchema, requiredPasses } from './threshold.js';
+import { ReviseModeSchema } from './revision.js';
+import { MAX_JUDGES, QuorumRuleSchema } from './quorum.js';
+import { BudgetSchema, DeclaredModelsSchema } from './budget.js';
 
 /** Most iterations a run may be given (DESIGN §1). */
 export const MAX_CAP = 8;
@@ -24,6 +27,40 @@ export const RunSpecSchema = z
       .min(1, 'must be at least 1')
       .max(MAX_CAP, `must be at most ${MAX_CAP}`)
       .default(DEFAULT_CAP),
+    /** How Wave 3 answers are taken: `auto` (default), `edits` only, or `full` text only. */
+    revise_mode: ReviseModeSchema.default('auto'),
+    /** Judges per evaluation: each scores the same payload in its own process. */
+    judges: z
+      .int('must be a whole number from 1 to 5')
+      .min(1, 'must be at least 1')
+      .max(MAX_JUDGES, `must be at most ${MAX_JUDGES}`)
+      .default(1),
+    /** How the judges' scores of a criterion make its verdict (with more than one judge). */
+    quorum: QuorumRuleSchema.default('majority'),
+    /** Every passing score quotes the artifact span that satisfies it (checked as a substring). */
+    evidence: z.boolean().default(true),
+    /** Spending limits: the run stops BUDGET_EXHAUSTED rather than dispatch a wave it cannot afford. */
+    budget: BudgetSchema.optional(),
+    /** The models the roles use, with their max_tokens: what a budget reserves before each call. */
+    models: DeclaredModelsSchema.optional(),
+  })
+  .superRefine((spec, ctx) => {
+    const declared = spec.models?.evaluate?.length;
+    if (declared !== undefined && declared !== 1 && declared !== spec.judges)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['models', 'evaluate'],
+        message: `declares ${declared} evaluator models for ${spec.judges} judge${spec.judges === 1 ? '' : 's'}: give one, or one per judge`,
+      });
+    if (!spec.budget) return;
+    const roles = [...(spec.criteria ? [] : (['criteria'] as const)), 'evaluate', 'revise'] as const;
+    for (const role of roles)
+      if (!spec.models?.[role])
+        ctx.addIssue({
+          code: 'custom',
+          path: ['models', role],
+          message: `a budget needs the ${role} model and its max_tokens declared, to reserve each call's worst case`,
+        });
   })
   .superRefine((spec, ctx) => {
     if (spec.threshold === 'pass_all') return;

@@ -6,7 +6,7 @@ import {
   type Evaluation,
 } from '@polish/protocol';
 import type { ModelProvider } from '../providers/model-provider.js';
-import { EVALUATE_SYSTEM, evaluatePrompt } from '../prompts.js';
+import { EVALUATE_SYSTEM, EVALUATE_SYSTEM_WITHOUT_EVIDENCE, evaluatePrompt } from '../prompts.js';
 import { generateValidated } from '../generate-validated.js';
 import { answerJsonSchema, type HandlerOutput } from './handler.js';
 
@@ -25,14 +25,19 @@ function evaluationJsonSchema(criteria: readonly Criterion[]): Record<string, un
   return schema;
 }
 
-/** Wave 2: scores the artifact against exactly the locked criteria; knows nothing else. */
+/**
+ * Wave 2: scores the artifact against exactly the locked criteria; knows nothing else. Every
+ * quote must be found in the artifact it was given (an invented quote is re-asked like any
+ * broken answer), and unless the worker's answer settings turn evidence off, every pass quotes.
+ */
 export function evaluate(payload: EvaluatePayload, model: ModelProvider): Promise<HandlerOutput<Evaluation>> {
+  const evidence = model.answers?.evidence ?? true;
   return generateValidated({
     model,
     role: 'evaluate',
-    system: EVALUATE_SYSTEM,
+    system: evidence ? EVALUATE_SYSTEM : EVALUATE_SYSTEM_WITHOUT_EVIDENCE,
     prompt: evaluatePrompt(payload),
-    schema: evaluationSchemaFor(payload.criteria),
+    schema: evaluationSchemaFor(payload.criteria, { artifact: payload.artifact, evidence }),
     jsonSchema: evaluationJsonSchema(payload.criteria),
     payload,
   });

@@ -5,6 +5,8 @@ import type { Usage } from '@polish/protocol';
 export interface HandlerOutput<T> {
   value: T;
   usage: Usage;
+  /** The model's answer as given (unknown fields included), sent instead of `value` when present. */
+  answer?: unknown;
 }
 
 /** The JSON Schema of a role's answer, for providers with structured output. */

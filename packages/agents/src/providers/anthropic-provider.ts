@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { Usage } from '@polish/protocol';
 import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
 import { modelError } from './provider-error.js';
-import { sdkOptions, type SdkProviderOptions } from './sdk-options.js';
+import { DEFAULT_MAX_TOKENS, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 
 /** Settings of the Anthropic provider. */
 export type AnthropicProviderOptions = SdkProviderOptions;
@@ -55,7 +55,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): Mode
       try {
         message = await client.messages.create({
           model: options.model,
-          max_tokens: options.maxTokens ?? 8192,
+          max_tokens: options.maxTokens ?? DEFAULT_MAX_TOKENS,
           system: [{ type: 'text', text: request.system, cache_control: CACHE }],
           tools: [
             {

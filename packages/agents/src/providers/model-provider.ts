@@ -1,4 +1,4 @@
-import type { ModelInfo, TaskRole, Usage } from '@polish/protocol';
+import type { ModelInfo, ReviseMode, TaskRole, Usage } from '@polish/protocol';
 
 /**
  * A piece of a user turn. `cache: true` marks the end of a stable prefix (e.g. the locked
@@ -37,8 +37,20 @@ export interface ModelResponse {
   usage: Usage;
 }
 
+/**
+ * How a model is asked to answer where polish offers a choice: revisions by edits or as the
+ * whole text (default `auto`), and passes with a quote of the artifact as evidence (default on).
+ * A worker setting, like the model itself: never run state, never in a payload.
+ */
+export interface AnswerStyle {
+  revise?: ReviseMode;
+  evidence?: boolean;
+}
+
 /** The one interface every model provider implements. */
 export interface ModelProvider {
   readonly info: ModelInfo;
+  /** How this model is asked to answer (see {@link AnswerStyle}); defaults when absent. */
+  readonly answers?: AnswerStyle;
   generate(request: ModelRequest): Promise<ModelResponse>;
 }

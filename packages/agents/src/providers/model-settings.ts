@@ -1,8 +1,11 @@
 import { z } from 'zod';
-import { PolishError } from '@polish/protocol';
+import { PolishError, ReviseModeSchema } from '@polish/protocol';
 import type { ModelProvider } from './model-provider.js';
 import { createScriptedProvider } from './scripted-provider.js';
 import { loadScriptFile } from './script-file.js';
+
+/** How the model is asked to answer (see `AnswerStyle`): a worker setting, never run state. */
+const answers = z.strictObject({ revise: ReviseModeSchema.optional(), evidence: z.boolean().optional() }).optional();
 
 const callSettings = {
   /** Base URL of the API (an Anthropic-compatible gateway, or an OpenAI-compatible server). */
@@ -19,14 +22,15 @@ const callSettings = {
  * keys are read by the worker from its own environment.
  */
 export const ModelSettingsSchema = z.discriminatedUnion('provider', [
-  z.strictObject({ provider: z.literal('scripted'), script: z.string().min(1) }),
+  z.strictObject({ provider: z.literal('scripted'), script: z.string().min(1), answers }),
   /** For roles that call no model (par.command runs a shell command). */
   z.strictObject({ provider: z.literal('none') }),
-  z.strictObject({ provider: z.literal('anthropic'), model: z.string().min(1), ...callSettings }),
+  z.strictObject({ provider: z.literal('anthropic'), model: z.string().min(1), ...callSettings, answers }),
   z.strictObject({
     provider: z.literal('openai'),
     model: z.string().min(1),
     ...callSettings,
+    answers,
     /** `json_schema` where the server supports it (default; falls back by itself), or `json_object`. */
     jsonMode: z.enum(['json_schema', 'json_object']).optional(),
   }),
@@ -64,6 +68,11 @@ export async function createModel(
   settings: ModelSettings,
   environment: NodeJS.ProcessEnv = process.env,
 ): Promise<ModelProvider> {
+  const provider = await createProvider(settings, environment);
+  return 'answers' in settings && settings.answers ? { ...provider, answers: settings.answers } : provider;
+}
+
+async function createProvider(settings: ModelSettings, environment: NodeJS.ProcessEnv): Promise<ModelProvider> {
   const variable = keyVariableFor(settings);
   const key = variable ? environment[variable] : undefined;
   if (variable && !key)

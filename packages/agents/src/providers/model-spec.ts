@@ -1,6 +1,8 @@
 import { firstIssue, PolishError } from '@polish/protocol';
 import { ModelSettingsSchema, type ModelSettings } from './model-settings.js';
-import { displayUrl } from './display-url.js';
+import { displayUrl, providerLabel } from './display-url.js';
+import { DEFAULT_MAX_TOKENS } from './sdk-options.js';
+import { loadScriptFile } from './script-file.js';
 
 /** Where Ollama serves its OpenAI-compatible API by default. */
 export const OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
@@ -50,4 +52,28 @@ export function formatModelSettings(settings: ModelSettings): string {
   if (settings.provider === 'scripted') return `scripted:${settings.script}`;
   if (settings.provider === 'none') return 'none';
   return `${settings.provider}:${settings.model}${settings.baseURL ? `@${displayUrl(settings.baseURL)}` : ''}`;
+}
+
+/**
+ * The model a worker with these settings reports (`provider:model`, as usage and prices are
+ * keyed) and the most output tokens one of its calls may produce: what a budget declares.
+ * Scripted answers have no token limit of their own; they are declared at the SDK default.
+ */
+export function declaredModelOf(settings: ModelSettings): { model: string; max_output_tokens: number } {
+  switch (settings.provider) {
+    case 'scripted':
+      return {
+        model: `scripted:scripted:${loadScriptFile(settings.script).name}`,
+        max_output_tokens: DEFAULT_MAX_TOKENS,
+      };
+    case 'none':
+      return { model: 'none:none', max_output_tokens: 1 };
+    case 'anthropic':
+      return { model: `anthropic:${settings.model}`, max_output_tokens: settings.maxTokens ?? DEFAULT_MAX_TOKENS };
+    case 'openai':
+      return {
+        model: `${providerLabel(settings.baseURL)}:${settings.model}`,
+        max_output_tokens: settings.maxTokens ?? DEFAULT_MAX_TOKENS,
+      };
+  }
 }

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
 import { modelError } from './provider-error.js';
-import { sdkOptions, type SdkProviderOptions } from './sdk-options.js';
+import { DEFAULT_MAX_TOKENS, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 import { displayUrl, providerLabel } from './display-url.js';
 
 /** Settings of the OpenAI-compatible provider. */
@@ -47,8 +47,8 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       model: options.model,
       // OpenAI's own newer models take only max_completion_tokens; other servers know max_tokens.
       ...(providerLabel(options.baseURL) === 'openai'
-        ? { max_completion_tokens: options.maxTokens ?? 8192 }
-        : { max_tokens: options.maxTokens ?? 8192 }),
+        ? { max_completion_tokens: options.maxTokens ?? DEFAULT_MAX_TOKENS }
+        : { max_tokens: options.maxTokens ?? DEFAULT_MAX_TOKENS }),
       messages: [
         { role: 'system', content: request.system },
         ...request.messages.map((message) => ({ role: message.role, content: textOf(message.content) })),

@@ -1,3 +1,6 @@
+/** Most output tokens a call may produce when the settings name no max_tokens. */
+export const DEFAULT_MAX_TOKENS = 8192;
+
 /** Settings every SDK-backed provider takes. */
 export interface SdkProviderOptions {
   model: string;

@@ -9,13 +9,14 @@ import {
   type RunSpec,
 } from '@polish/protocol';
 import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
-import { readSpec, type SpecFlags } from '../read-spec.js';
-import { describeModels, resolveModels, resolvePrices, type ModelFlags, type ResolvedModels } from '../models.js';
+import type { ModelSettings } from '@polish/agents';
+import type { ResolvedModels } from '../models.js';
+import { planRun, type PlanFlags } from '../run-plan.js';
 import { createProgressReporter } from '../progress.js';
 import { checkWritable } from '../write-output.js';
 import { writeFileAtomic } from '@polish/orchestrator';
 import { exitCodeFor } from '../exit-codes.js';
-import { openRuntime, type RuntimeOptions } from '../runtime.js';
+import { openRuntime, type Runtime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { abortOnInterrupt } from '../interrupts.js';
 import { connectAs, readCredentials } from '../nats-auth.js';
@@ -37,7 +38,7 @@ export interface TopologyFlags {
 }
 
 /** Flags of `polish run`. */
-export interface RunFlags extends SpecFlags, ModelFlags, TopologyFlags, InspectFlags {
+export interface RunFlags extends PlanFlags, TopologyFlags, InspectFlags {
   out?: string;
   json?: boolean;
   /** With --nats: orchestrate here even if a `polish serve` is there. */
@@ -89,13 +90,22 @@ export async function executeRun(
   prices: ResolvedModels['prices'] | undefined,
   inspectFlags: InspectFlags,
   emit: (result: RunResult) => number,
+  judges: readonly ModelSettings[] = [],
 ): Promise<number> {
   const mode = inspectModeOf(inspectFlags);
   const interrupt = abortOnInterrupt();
   try {
     const runtime = await openRuntime(runtimeOptions);
+    // Judges 2..k each get their own embedded runtime: their own workers, with their own model.
+    const judgeRuntimes: Runtime[] = [];
     try {
+      for (const judge of judges.slice(1))
+        judgeRuntimes.push(await openRuntime({ ...runtimeOptions, models: { evaluate: judge }, roles: ['evaluate'] }));
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
+      if (!runtime.embedded && spec.judges > 1)
+        log(
+          `polish: note: the ${spec.judges} judges are the evaluate workers on ${runtime.natsUrl}, each task in its own process`,
+        );
       checkFits(spec, runtime.maxPayload);
       const runId = randomUUID();
       const observed = await observeRun(runtime, runId, mode, inspectFlags, interrupt.signal);
@@ -110,12 +120,16 @@ export async function executeRun(
         inspect: observed.inspect,
         signal: interrupt.signal,
         ...(prices ? { prices } : {}),
+        ...(judgeRuntimes.length > 0
+          ? { judges: [runtime.dispatcher, ...judgeRuntimes.map((judge) => judge.dispatcher)] }
+          : {}),
       }).result;
       const code = emit(result);
       interrupt.dispose();
       await observed.finish();
       return code;
     } finally {
+      for (const judge of judgeRuntimes) await judge.close({ abandon: interrupt.signal.aborted });
       await runtime.close({ abandon: interrupt.signal.aborted });
     }
   } finally {
@@ -138,13 +152,19 @@ function checkFits(spec: RunSpec, maxPayload: number): void {
 
 /** Prints the outcome: the artifact to --out or stdout, the result object with --json. Returns the exit code. */
 export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'json'>): number {
-  const shipped = result.status === 'CONVERGED' || result.status === 'CAP_REACHED';
+  const shipped =
+    result.status === 'CONVERGED' || result.status === 'CAP_REACHED' || result.status === 'BUDGET_EXHAUSTED';
   if (shipped && flags.out) writeFileAtomic(flags.out, result.artifact);
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
   else if (shipped && !flags.out)
     process.stdout.write(result.artifact.endsWith('\n') ? result.artifact : `${result.artifact}\n`);
   if (result.status === 'CAP_REACHED') {
     log(`polish: cap reached; best version is iteration ${result.best_iteration}, remaining gaps:`);
+    for (const gap of result.remaining_gaps) log(`  ${gap}`);
+  }
+  if (result.status === 'BUDGET_EXHAUSTED') {
+    const best = result.best_iteration ? `best version is iteration ${result.best_iteration}` : 'nothing was evaluated';
+    log(`polish: budget exhausted (${result.reason}); ${best}, remaining gaps:`);
     for (const gap of result.remaining_gaps) log(`  ${gap}`);
   }
   if (result.status === 'FAILED' || result.status === 'CANCELLED') log(`polish: ${result.status}: ${result.reason}`);
@@ -196,9 +216,10 @@ async function submitRun(
 
 /** `polish run <file|-> --goal …`: validates everything before anything runs or is written. */
 export async function runCommand(artifactPath: string, flags: RunFlags): Promise<number> {
-  const spec = readSpec(artifactPath, flags);
-  if (flags.out) checkWritable(flags.out);
   const topology = readTopology(flags);
+  const plan = planRun(artifactPath, flags, topology.natsUrl !== undefined);
+  const { spec } = plan;
+  if (flags.out) checkWritable(flags.out);
   if (topology.natsUrl && !flags.local) {
     // A polish run service on that NATS takes the run (durable); else this process orchestrates it.
     const connection = await connectAs(topology.natsUrl, `polish-run-${process.pid}`, topology.credentials?.client);
@@ -215,17 +236,12 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
       await connection.drain();
     }
   }
-  // With --nats the workers run elsewhere with their own models and keys; prices still apply.
-  const models = topology.natsUrl ? undefined : resolveModels(flags);
-  if (
-    topology.natsUrl &&
-    (flags.model || flags.criteriaModel || flags.evaluatorModel || flags.reviserModel || flags.script)
-  ) {
-    log('polish: note: model flags apply to the workers; with --nats they were set where `polish worker` runs');
-  }
-  if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
-  const prices = models?.prices ?? resolvePrices(flags);
-  return executeRun(spec, { ...topology, ...(models ? { models: models.byRole } : {}) }, prices, flags, (result) =>
-    emitResult(result, flags),
+  return executeRun(
+    spec,
+    { ...topology, ...(plan.models ? { models: plan.models } : {}) },
+    plan.prices,
+    flags,
+    (result) => emitResult(result, flags),
+    plan.judges,
   );
 }

@@ -1,7 +1,7 @@
 import { createAgentHost, defaultMaxWorkers } from '@polish/agents';
-import { unavailable, invalidInput, TaskRoleSchema, type TaskRole } from '@polish/protocol';
+import { unavailable, invalidInput, ReviseModeSchema, TaskRoleSchema, type TaskRole } from '@polish/protocol';
 import { hostAuthOf, readCredentials } from '../nats-auth.js';
-import { describeModels, resolveModels, type ModelFlags } from '../models.js';
+import { describeModels, resolveModels, withAnswers, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
 
 /** Flags of `polish worker`. */
@@ -12,6 +12,9 @@ export interface WorkerFlags extends ModelFlags {
   reuse?: string;
   nats?: string;
   credentials?: string;
+  reviseMode?: string;
+  /** False with --no-evidence: passes need no quote (commander sets true otherwise). */
+  evidence?: boolean;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -42,7 +45,17 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
-  const models = resolveModels(flags, process.env, roles);
+  const reviseMode = flags.reviseMode === undefined ? undefined : ReviseModeSchema.safeParse(flags.reviseMode);
+  if (reviseMode && !reviseMode.success)
+    throw invalidInput('revise-mode', `must be auto, edits or full, got "${flags.reviseMode}"`);
+  const resolved = resolveModels(flags, process.env, roles);
+  const models = {
+    ...resolved,
+    byRole: withAnswers(resolved.byRole, {
+      ...(reviseMode?.data ? { revise: reviseMode.data } : {}),
+      ...(flags.evidence === false ? { evidence: false } : {}),
+    }),
+  };
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
   const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
   const host = createAgentHost({

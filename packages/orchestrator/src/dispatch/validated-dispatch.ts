@@ -5,6 +5,7 @@ import {
   ZERO_USAGE,
   addUsage,
   describeIssues,
+  readTolerantly,
   type ModelInfo,
   type PayloadOf,
   type RunEvent,
@@ -30,6 +31,8 @@ export interface ValidatedOutput<T> {
   attempts: number;
   /** Bytes of the payload and the answer. */
   bytes: number;
+  /** Fields of the answer the contract does not know, dropped before validation. */
+  dropped: string[];
 }
 
 /** How one validated dispatch is made and reported. */
@@ -38,6 +41,8 @@ export interface ValidatedDispatch {
   signal: AbortSignal;
   /** The polish iteration or PAR cycle the task belongs to: for events and spans, never sent to the worker. */
   iteration: number;
+  /** Which judge of a quorum sends this task (1..k): for events only, never sent to the worker. */
+  judge?: number;
   report?: (event: UnstampedEvent) => void;
   /** The run's span: this wave's `polish.wave <role>` span is its child. Default: the active context. */
   traceContext?: Context;
@@ -50,6 +55,10 @@ export interface ValidatedDispatch {
   idempotencyKey?: string;
   /** Send once with this reply timeout, never again (a command critique is not re-run). */
   once?: { timeoutMs: number };
+  /** Before each send (1, 2, …): may throw to send nothing more (a budget that cannot cover it). */
+  beforeSend?: (send: number) => void;
+  /** After each send, with what it cost (answered, rejected or failed). */
+  afterSend?: (usage: Usage) => void;
 }
 
 /** A dispatcher's word on a task as a run event. */
@@ -81,6 +90,9 @@ function progressEvent(role: TaskRole, iteration: number, progress: DispatchProg
       };
   }
 }
+
+/** The schema an answer must satisfy, or a function choosing it by the answer's form (edits or full text). */
+export type Contract<T> = z.ZodType<T> | ((answer: unknown) => z.ZodType<T>);
 
 /** No-op unless an OpenTelemetry SDK is registered. */
 const tracer = trace.getTracer('@polish/orchestrator');
@@ -131,7 +143,7 @@ function inWaveSpan<T>(
 export function dispatchValidated<R extends TaskRole, T>(
   role: R,
   payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
+  schema: Contract<T>,
   options: ValidatedDispatch,
 ): Promise<ValidatedOutput<T>> {
   const parent = options.traceContext ?? context.active();
@@ -143,7 +155,7 @@ export function dispatchValidated<R extends TaskRole, T>(
 async function sendUntilValid<R extends TaskRole, T>(
   role: R,
   payload: PayloadOf<R>,
-  schema: z.ZodType<T>,
+  schema: Contract<T>,
   options: ValidatedDispatch,
   span: Span,
   spanContext: Context,
@@ -151,13 +163,19 @@ async function sendUntilValid<R extends TaskRole, T>(
   const { signal, iteration, idempotencyKey, once } = options;
   const sends = once ? 1 : 1 + (options.maxContractRedispatch ?? 1);
   const started = Date.now();
-  options.report?.({ type: 'wave.started', role, iteration, ...inspectable('payload', payload) });
+  const judged = options.judge === undefined ? {} : { judge: options.judge };
+  options.report?.({ type: 'wave.started', role, iteration, ...judged, ...inspectable('payload', payload) });
   let problem = '';
   let dispatches = 0;
   // Answers that were discarded or failed were paid for: counted in the failure.
   let spent = ZERO_USAGE;
   let spentModel: ModelInfo | undefined;
   for (let send = 1; send <= sends; send += 1) {
+    try {
+      options.beforeSend?.(send);
+    } catch (error) {
+      throw PolishError.from(error).withUsage(spent, spentModel);
+    }
     let outcome;
     try {
       // Inside the wave span's context: the dispatcher puts it in the message headers.
@@ -176,16 +194,21 @@ async function sendUntilValid<R extends TaskRole, T>(
       );
     } catch (error) {
       const failure = PolishError.from(error);
+      options.afterSend?.(failure.usage ?? ZERO_USAGE);
       throw failure.withUsage(addUsage(spent, failure.usage ?? ZERO_USAGE), failure.model ?? spentModel);
     }
+    options.afterSend?.(outcome.usage);
     dispatches += outcome.attempts;
     span.setAttributes({ 'polish.attempts': dispatches, 'polish.worker.pid': outcome.worker.pid });
-    const parsed = schema.safeParse(outcome.result);
+    // Unknown fields are dropped, counted and reported, not refused (a model's `overall`, say).
+    const parsed = readTolerantly(typeof schema === 'function' ? schema(outcome.result) : schema, outcome.result);
     if (parsed.success) {
       options.report?.({
         type: 'wave.finished',
         role,
         iteration,
+        ...judged,
+        ...(parsed.dropped.length > 0 ? { dropped_fields: parsed.dropped } : {}),
         duration_ms: Date.now() - started,
         usage: outcome.usage,
         model: outcome.model,
@@ -205,6 +228,7 @@ async function sendUntilValid<R extends TaskRole, T>(
         worker: outcome.worker,
         attempts: dispatches,
         bytes,
+        dropped: parsed.dropped,
       };
     }
     problem = describeIssues(parsed.error);

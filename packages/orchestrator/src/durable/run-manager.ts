@@ -12,6 +12,7 @@ import {
 import { POLISH_MACHINE_VERSION, type PolishContext } from '../polish/polish-machine.js';
 import type { WaveOutput } from '../polish/wave-actors.js';
 import { toRunResult } from '../polish/run-result.js';
+import { resolveBudget } from '../polish/budget.js';
 import { drivePolish, parseRunSpec, type PolishActor, type PolishRun, type PolishStart } from '../polish/run-polish.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { RunStore } from './run-store.js';
@@ -183,8 +184,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
   return {
     async submit(specInput, runId = randomUUID()) {
       const spec = parseRunSpec(specInput);
+      const budget = resolveBudget(spec, options.prices);
       if (active.has(runId) || (await load(runId))) throw runRefused(`run ${runId} exists already`);
-      return launch(runId, now(), { input: { spec } });
+      return launch(runId, now(), { input: { spec, budget } });
     },
     async status(runId) {
       const record = await load(runId);
@@ -285,6 +287,8 @@ export function createRunManager(options: RunManagerOptions): RunManager {
       iterations: result.iterations,
       usage: result.usage,
       ...(result.cost ? { cost: result.cost } : {}),
+      ...(result.quorum ? { quorum: result.quorum } : {}),
+      ...(result.budget ? { budget: result.budget } : {}),
       runId,
       at: now(),
     };

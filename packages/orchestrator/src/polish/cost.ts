@@ -1,6 +1,17 @@
-import type { Cost, PriceTable, Usage } from '@polish/protocol';
+import type { Cost, ModelPrice, PriceTable, Usage } from '@polish/protocol';
 
 const PER_MILLION = 1_000_000;
+
+/** US dollars of some usage at one model's price (cached tokens at their own prices, else the input price). */
+export function dollarsOf(usage: Usage, price: ModelPrice): number {
+  return (
+    (usage.input_tokens * price.input +
+      usage.output_tokens * price.output +
+      usage.cache_read_tokens * (price.cache_read ?? price.input) +
+      usage.cache_write_tokens * (price.cache_write ?? price.input)) /
+    PER_MILLION
+  );
+}
 
 /**
  * Estimates the cost of the usage of each model (keyed `provider:model`) from a price table
@@ -17,12 +28,7 @@ export function estimateCost(usageByModel: Readonly<Record<string, Usage>>, pric
       total = null;
       continue;
     }
-    const dollars =
-      (usage.input_tokens * price.input +
-        usage.output_tokens * price.output +
-        usage.cache_read_tokens * (price.cache_read ?? price.input) +
-        usage.cache_write_tokens * (price.cache_write ?? price.input)) /
-      PER_MILLION;
+    const dollars = dollarsOf(usage, price);
     byModel[key] = dollars;
     if (total !== null) total += dollars;
   }

@@ -5,42 +5,39 @@ import {
   addUsage,
   requiredPasses,
   type Criterion,
-  type ErrorCode,
   type IterationRecord,
-  type ModelInfo,
-  type UsageByWave,
-  modelKey,
-  type RunSpec,
-  type Score,
-  type Usage,
+  type Judgement,
 } from '@polish/protocol';
-import { computeVerdict } from './verdict.js';
-import type { WaveInput, WaveOutput } from './wave-actors.js';
+import type { EvaluateInput, ReviseInput, WaveInput, WaveOutput } from './wave-actors.js';
+import type { AppliedRevision } from './revise-contract.js';
+import type { BudgetPlan } from './budget.js';
+import {
+  accounted,
+  evaluatePayload,
+  evaluated,
+  failed,
+  lastRecord,
+  reAskUpdates,
+  revisePayload,
+  shortfall,
+  shouldReAsk,
+  stopped,
+  waveBudget,
+  type PolishContext,
+} from './loop-context.js';
+
+export type { PolishContext } from './loop-context.js';
 
 /** Bumped whenever a persisted snapshot of this machine could no longer be restored. */
-export const POLISH_MACHINE_VERSION = 1;
-
-/** Everything the polish loop knows; the artifact only ever changes to a Wave 3 answer. */
-export interface PolishContext {
-  spec: RunSpec;
-  criteria: Criterion[] | null;
-  criteriaExtracted: boolean;
-  artifact: string;
-  iteration: number;
-  history: IterationRecord[];
-  usage: Usage;
-  usageByWave: UsageByWave;
-  usageByModel: Record<string, Usage>;
-  models: ModelInfo[];
-  failure: { code: ErrorCode; reason: string } | null;
-}
+export const POLISH_MACHINE_VERSION = 2;
 
 /**
- * What a run starts from: a spec, and for `extend` the state of a run that reached its cap
- * (it continues by revising its last evaluated version, criteria unchanged).
+ * What a run starts from: a spec (and its budget, priced), and for `extend` the state of a run
+ * that reached its cap (it continues by revising its last evaluated version, criteria unchanged).
  */
 export interface PolishInput {
-  spec: RunSpec;
+  spec: PolishContext['spec'];
+  budget?: BudgetPlan | null;
   resume?: Omit<PolishContext, 'spec' | 'failure'>;
 }
 
@@ -51,58 +48,24 @@ export type PolishEvent = { type: 'CANCEL'; reason?: string };
 export type PolishEmitted =
   | { type: 'criteria.locked'; criteria: Criterion[]; extracted: boolean }
   | { type: 'iteration.evaluated'; record: IterationRecord }
-  | { type: 'iteration.finished'; record: IterationRecord };
+  | { type: 'iteration.revised'; record: IterationRecord }
+  | { type: 'iteration.finished'; record: IterationRecord }
+  | { type: 'regression.re_ask'; record: IterationRecord; from: number }
+  | { type: 'budget.exhausted'; context: PolishContext };
 
 const notProvided = (name: string) =>
   fromPromise<never, unknown>(async () => {
     throw new Error(`actor ${name} was not provided: use machine.provide({ actors })`);
   });
 
-function withModel(models: ModelInfo[], model: ModelInfo): ModelInfo[] {
-  const known = models.some((entry) => entry.provider === model.provider && entry.model === model.model);
-  return known ? models : [...models, model];
-}
-
-/** Context updates that account one wave's answer: run total, per wave, per model. */
-function accounted(context: PolishContext, wave: keyof UsageByWave, output: WaveOutput<unknown>) {
-  const key = modelKey(output.model);
-  return {
-    usage: addUsage(context.usage, output.usage),
-    usageByWave: { ...context.usageByWave, [wave]: addUsage(context.usageByWave[wave], output.usage) },
-    usageByModel: { ...context.usageByModel, [key]: addUsage(context.usageByModel[key] ?? ZERO_USAGE, output.usage) },
-    models: withModel(context.models, output.model),
-  };
-}
-
-function failureOf(error: unknown): { code: ErrorCode; reason: string } {
-  const polishError = PolishError.from(error);
-  return { code: polishError.code, reason: polishError.message };
-}
-
-/** Context updates for a wave that failed: its reason, and the usage it spent all the same. */
-function failed(context: PolishContext, wave: keyof UsageByWave, error: unknown) {
-  const polishError = PolishError.from(error);
-  const spent =
-    polishError.usage && polishError.usage.model_calls > 0
-      ? accounted(context, wave, {
-          value: undefined,
-          usage: polishError.usage,
-          model: polishError.model ?? { provider: 'unknown', model: 'unknown', scripted: false },
-        })
-      : {};
-  return { ...spent, failure: failureOf(error) };
-}
-
-const lastRecord = (context: PolishContext): IterationRecord => {
-  const record = context.history.at(-1);
-  if (!record) throw new Error('no evaluation recorded yet');
-  return record;
-};
+const isBudgetStop = (error: unknown) => PolishError.from(error).code === 'BUDGET_EXHAUSTED';
 
 /**
- * The polish loop (DESIGN §1): Wave 1 locks criteria (skipped when given), Wave 2 scores,
- * Wave 3 revises from the blocking gaps, until the threshold passes or the cap is reached.
- * Wave actors are referenced by name and supplied with `machine.provide`.
+ * The polish loop (DESIGN §1): Wave 1 locks criteria (skipped when given), Wave 2 scores (one
+ * judge, or a quorum), Wave 3 revises from the blocking gaps, until the threshold passes, the
+ * cap is reached or the budget cannot cover the next wave. A revision that breaks a criterion
+ * that passed is asked again once, from the version it broke. Wave actors are referenced by
+ * name and supplied with `machine.provide`.
  */
 export const polishMachine = setup({
   types: {
@@ -116,10 +79,10 @@ export const polishMachine = setup({
       typeof fromPromise<WaveOutput<{ criteria: Criterion[] }>, WaveInput<'criteria'>>
     >,
     evaluate: notProvided('evaluate') as unknown as ReturnType<
-      typeof fromPromise<WaveOutput<{ scores: Score[] }>, WaveInput<'evaluate'>>
+      typeof fromPromise<WaveOutput<{ judges: Judgement[] }>, EvaluateInput>
     >,
     revise: notProvided('revise') as unknown as ReturnType<
-      typeof fromPromise<WaveOutput<{ artifact: string }>, WaveInput<'revise'>>
+      typeof fromPromise<WaveOutput<AppliedRevision>, ReviseInput>
     >,
   },
   guards: {
@@ -127,12 +90,16 @@ export const polishMachine = setup({
     resuming: ({ context }) => context.history.length > 0,
     thresholdMet: ({ context }) => lastRecord(context).overall === 'pass',
     capReached: ({ context }) => context.iteration >= context.spec.cap,
+    affordsCriteria: ({ context }) => shortfall(context, 'criteria') === null,
+    affordsEvaluation: ({ context }) => shortfall(context, 'evaluate') === null,
+    regressed: ({ context }) => shouldReAsk(context),
+    budgetStop: ({ event }) => isBudgetStop((event as { error?: unknown }).error),
   },
 }).createMachine({
   id: 'polish',
   context: ({ input }) =>
     input.resume
-      ? { ...input.resume, spec: input.spec, failure: null }
+      ? { ...input.resume, budgetStop: null, spec: input.spec, failure: null }
       : {
           spec: input.spec,
           criteria: input.spec.criteria ?? null,
@@ -145,6 +112,12 @@ export const polishMachine = setup({
           usageByModel: {},
           models: [],
           failure: null,
+          budget: input.budget ?? null,
+          budgetStop: null,
+          pending: null,
+          revisedFrom: null,
+          reAsked: [],
+          regressions: [],
         },
   initial: 'starting',
   on: {
@@ -158,23 +131,29 @@ export const polishMachine = setup({
   states: {
     starting: {
       always: [
-        { guard: 'resuming', target: 'revising' },
+        // Extend: the capped run goes on from its last verdict (a revision next, budget permitting).
+        { guard: 'resuming', target: 'judging' },
         {
           guard: 'criteriaGiven',
-          target: 'evaluating',
+          target: 'affording',
           actions: emit(({ context }) => ({
             type: 'criteria.locked' as const,
             criteria: context.criteria ?? [],
             extracted: false,
           })),
         },
-        { target: 'extracting' },
+        { guard: 'affordsCriteria', target: 'extracting' },
+        { target: 'budgetExhausted', actions: assign(({ context }) => stopped(context, 'criteria')) },
       ],
     },
     extracting: {
       invoke: {
         src: 'extractCriteria',
-        input: ({ context }) => ({ payload: { artifact: context.artifact, goal: context.spec.goal }, iteration: 0 }),
+        input: ({ context }) => ({
+          payload: { artifact: context.artifact, goal: context.spec.goal },
+          iteration: 0,
+          ...waveBudget(context),
+        }),
         onDone: [
           {
             // pass_N with more criteria than Wave 1 locked can never be met: stop with a reason.
@@ -191,7 +170,7 @@ export const polishMachine = setup({
             })),
           },
           {
-            target: 'evaluating',
+            target: 'affording',
             actions: [
               assign(({ context, event }) => ({
                 ...accounted(context, 'criteria', event.output),
@@ -206,81 +185,122 @@ export const polishMachine = setup({
             ],
           },
         ],
-        onError: {
-          target: 'failed',
-          actions: assign(({ context, event }) => failed(context, 'criteria', event.error)),
-        },
+        onError: [
+          {
+            guard: 'budgetStop',
+            target: 'budgetExhausted',
+            actions: assign(({ context, event }) => failed(context, 'criteria', event.error)),
+          },
+          { target: 'failed', actions: assign(({ context, event }) => failed(context, 'criteria', event.error)) },
+        ],
       },
+    },
+    // Before every evaluation: the budget must cover every judge's task at worst.
+    affording: {
+      always: [
+        { guard: 'affordsEvaluation', target: 'evaluating' },
+        { target: 'budgetExhausted', actions: assign(({ context }) => stopped(context, 'evaluate')) },
+      ],
     },
     evaluating: {
       entry: assign({ iteration: ({ context }) => context.iteration + 1 }),
       invoke: {
         src: 'evaluate',
         input: ({ context }) => ({
-          payload: { artifact: context.artifact, criteria: context.criteria ?? [] },
+          payload: evaluatePayload(context),
           iteration: context.iteration,
+          judges: context.spec.judges,
+          evidence: context.spec.evidence,
+          ...waveBudget(context),
         }),
         onDone: {
           target: 'judging',
           actions: [
             assign(({ context, event }) => ({
               ...accounted(context, 'evaluate', event.output),
-              history: [
-                ...context.history,
-                computeVerdict({
-                  iteration: context.iteration,
-                  artifact: context.artifact,
-                  criteria: context.criteria ?? [],
-                  scores: event.output.value.scores,
-                  threshold: context.spec.threshold,
-                  usage: event.output.usage,
-                }),
-              ],
+              ...evaluated(context, event.output),
             })),
             emit(({ context }) => ({ type: 'iteration.evaluated' as const, record: lastRecord(context) })),
           ],
         },
-        onError: {
-          target: 'failed',
-          actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)),
-        },
+        onError: [
+          {
+            guard: 'budgetStop',
+            target: 'budgetExhausted',
+            actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)),
+          },
+          { target: 'failed', actions: assign(({ context, event }) => failed(context, 'evaluate', event.error)) },
+        ],
       },
     },
     judging: {
       always: [
         { guard: 'thresholdMet', target: 'converged' },
         { guard: 'capReached', target: 'capReached' },
-        { target: 'revising' },
+        // A revision is only worth its cost with the evaluation after it: both must be covered.
+        {
+          guard: ({ context }) => shortfall(context, 'revise') !== null,
+          target: 'budgetExhausted',
+          actions: assign(({ context }) => stopped(context, 'revise')),
+        },
+        {
+          guard: 'regressed',
+          target: 'revising',
+          actions: [
+            assign(({ context }) => reAskUpdates(context)),
+            emit(({ context }) => ({
+              type: 'regression.re_ask' as const,
+              record: lastRecord(context),
+              from: context.pending?.from ?? 0,
+            })),
+          ],
+        },
+        {
+          target: 'revising',
+          actions: assign(({ context }) => ({ pending: { from: lastRecord(context).iteration, regressions: [] } })),
+        },
       ],
     },
     revising: {
       invoke: {
         src: 'revise',
         input: ({ context }) => ({
-          payload: {
-            artifact: context.artifact,
-            blocking_gaps: lastRecord(context).blocking_gaps,
-            goal: context.spec.goal,
-          },
+          payload: revisePayload(context),
           iteration: context.iteration,
+          mode: context.spec.revise_mode,
+          ...waveBudget(context),
         }),
         onDone: {
-          target: 'evaluating',
+          target: 'affording',
           actions: [
             assign(({ context, event }) => ({
               ...accounted(context, 'revise', event.output),
               artifact: event.output.value.artifact,
+              revisedFrom: context.pending?.from ?? lastRecord(context).iteration,
+              pending: null,
               // The revision belongs to the iteration whose gaps it closes.
               history: context.history.map((record, index) =>
                 index === context.history.length - 1
-                  ? { ...record, usage: addUsage(record.usage, event.output.usage) }
+                  ? {
+                      ...record,
+                      usage: addUsage(record.usage, event.output.usage),
+                      revision: event.output.value.revision,
+                    }
                   : record,
               ),
             })),
+            emit(({ context }) => ({ type: 'iteration.revised' as const, record: lastRecord(context) })),
             emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
           ],
         },
-        onError: { target: 'failed', actions: assign(({ context, event }) => failed(context, 'revise', event.error)) },
+        onError: [
+          {
+            guard: 'budgetStop',
+            target: 'budgetExhausted',
+            actions: assign(({ context, event }) => failed(context, 'revise', event.error)),
+          },
+          { target: 'failed', actions: assign(({ context, event }) => failed(context, 'revise', event.error)) },
+        ],
       },
     },
     converged: {
@@ -290,6 +310,10 @@ export const polishMachine = setup({
     capReached: {
       type: 'final',
       entry: emit(({ context }) => ({ type: 'iteration.finished' as const, record: lastRecord(context) })),
+    },
+    budgetExhausted: {
+      type: 'final',
+      entry: emit(({ context }) => ({ type: 'budget.exhausted' as const, context })),
     },
     failed: { type: 'final' },
     cancelled: { type: 'final' },

@@ -12,6 +12,7 @@ import {
   type RunSpecInput,
 } from '@polish/protocol';
 import { estimateCost } from './cost.js';
+import { budgetReport, resolveBudget, spentOf } from './budget.js';
 import { polishMachine, type PolishInput } from './polish-machine.js';
 import { createWaveActors, type WaveLedger } from './wave-actors.js';
 import { toRunResult, type PolishFinalState } from './run-result.js';
@@ -21,6 +22,11 @@ import type { UnstampedEvent } from '../dispatch/validated-dispatch.js';
 /** How to run one polish loop. */
 export interface RunPolishOptions {
   dispatcher: Dispatcher;
+  /**
+   * A quorum's judges (`judges` in the spec): judge j's tasks go to `judges[j - 1]`, so each
+   * judge can be another model's workers; judges without one go to `dispatcher`.
+   */
+  judges?: readonly Dispatcher[];
   runId?: string;
   /** Called with every run event, in order. */
   onEvent?: (event: RunEvent) => void;
@@ -30,7 +36,7 @@ export interface RunPolishOptions {
   signal?: AbortSignal;
   /** Re-sends of a task whose answer breaks the contract. Default 1. */
   maxContractRedispatch?: number;
-  /** Prices for the cost estimate in the result and the run.finished event. */
+  /** Prices for the cost estimate in the result and the run.finished event, and for a budget in US dollars. */
   prices?: PriceTable;
   now?: () => number;
 }
@@ -77,10 +83,12 @@ export function parseRunSpec(specInput: RunSpecInput) {
 
 /**
  * Starts a polish run. Throws `PolishError('INVALID_INPUT')` naming the field when the
- * spec is invalid, before anything runs.
+ * spec is invalid, or when its budget is in US dollars and a model has no price, before
+ * anything runs.
  */
 export function startPolish(specInput: RunSpecInput, options: RunPolishOptions): PolishRun {
-  return drivePolish({ input: { spec: parseRunSpec(specInput) } }, options);
+  const spec = parseRunSpec(specInput);
+  return drivePolish({ input: { spec, budget: resolveBudget(spec, options.prices) } }, options);
 }
 
 /** Runs a polish loop to its end and returns the result (see {@link startPolish}). */
@@ -109,6 +117,7 @@ export function drivePolish(
   const machine = polishMachine.provide({
     actors: createWaveActors({
       dispatcher: options.dispatcher,
+      ...(options.judges ? { judges: options.judges } : {}),
       traceContext: trace.setSpan(context.active(), span),
       report,
       ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),
@@ -132,8 +141,25 @@ export function drivePolish(
       passed: record.passed,
       total: record.total,
       blocking_gaps: record.blocking_gaps,
+      scores: record.scores,
+      ...(record.judges ? { judges: record.judges } : {}),
+      ...(record.verdicts ? { verdicts: record.verdicts } : {}),
+      ...(record.agreement ? { agreement: record.agreement } : {}),
+      ...(record.regressions ? { regressions: record.regressions } : {}),
     }),
   );
+  actor.on('regression.re_ask', ({ record, from }) =>
+    report({ type: 'regression.re_ask', iteration: record.iteration, from, criteria: record.regressions ?? [] }),
+  );
+  actor.on('budget.exhausted', ({ context: stoppedContext }) => {
+    const plan = stoppedContext.budget;
+    if (!plan) return;
+    const spent = spentOf(plan, stoppedContext.usageByModel);
+    report({ type: 'budget.exhausted', ...budgetReport(plan, spent, stoppedContext.budgetStop?.needed) });
+  });
+  actor.on('iteration.revised', ({ record }) => {
+    if (record.revision) report({ type: 'iteration.revised', iteration: record.iteration, ...record.revision });
+  });
   actor.on('iteration.finished', ({ record }) =>
     report({ type: 'iteration.finished', iteration: record.iteration, usage: record.usage }),
   );
@@ -168,6 +194,8 @@ export function drivePolish(
             iterations: runResult.iterations,
             usage: runResult.usage,
             ...(runResult.cost ? { cost: runResult.cost } : {}),
+            ...(runResult.quorum ? { quorum: runResult.quorum } : {}),
+            ...(runResult.budget ? { budget: runResult.budget } : {}),
           });
           span.setAttributes({
             'polish.status': runResult.status,

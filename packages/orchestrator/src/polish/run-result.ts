@@ -1,12 +1,41 @@
-import type { RunResult } from '@polish/protocol';
-import { bestVersion } from './verdict.js';
-import type { PolishContext } from './polish-machine.js';
+import type { CriterionVerdict, QuorumReport, RunResult } from '@polish/protocol';
+import { bestVersion, verdictsOf } from './verdict.js';
+import { budgetReport, spentOf } from './budget.js';
+import type { PolishContext } from './loop-context.js';
 
 /** The final state names of the polish machine. */
-export type PolishFinalState = 'converged' | 'capReached' | 'failed' | 'cancelled';
+export type PolishFinalState = 'converged' | 'capReached' | 'budgetExhausted' | 'failed' | 'cancelled';
+
+/** Each criterion's verdict per iteration, in order. */
+function criteriaHistory(context: PolishContext): Record<string, CriterionVerdict[]> {
+  const history: Record<string, CriterionVerdict[]> = {};
+  for (const criterion of context.criteria ?? []) history[criterion.id] = [];
+  for (const record of context.history)
+    for (const [id, verdict] of Object.entries(verdictsOf(record))) (history[id] ??= []).push(verdict);
+  return history;
+}
+
+/** With several judges: how often they all agreed, and how many verdicts stayed undecided. */
+function quorumReport(context: PolishContext): QuorumReport | undefined {
+  if (context.spec.judges < 2) return undefined;
+  const cells = context.history.flatMap((record) => Object.values(record.agreement ?? {}));
+  const undecided = context.history.flatMap((record) =>
+    Object.values(record.verdicts ?? {}).filter((verdict) => verdict === 'undecided'),
+  ).length;
+  return {
+    judges: context.spec.judges,
+    rule: context.spec.quorum,
+    agreement_rate: cells.length === 0 ? 1 : cells.filter((share) => share === 1).length / cells.length,
+    undecided,
+  };
+}
 
 /** Builds the run result (DESIGN §1 outputs) from the machine's final state and context. */
 export function toRunResult(state: PolishFinalState, context: PolishContext): RunResult {
+  const quorum = quorumReport(context);
+  const budget = context.budget
+    ? budgetReport(context.budget, spentOf(context.budget, context.usageByModel), context.budgetStop?.needed)
+    : undefined;
   const common = {
     iterations: context.history.length,
     ...(context.criteria ? { criteria: context.criteria } : {}),
@@ -15,6 +44,10 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
     usage_by_model: context.usageByModel,
     models: context.models,
     history: context.history,
+    criteria_history: criteriaHistory(context),
+    regressions: context.regressions,
+    ...(quorum ? { quorum } : {}),
+    ...(budget ? { budget } : {}),
   };
   const best = bestVersion(context.history);
   switch (state) {
@@ -34,6 +67,15 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
         remaining_gaps: best.blocking_gaps,
       };
     }
+    case 'budgetExhausted':
+      return {
+        status: 'BUDGET_EXHAUSTED',
+        ...common,
+        reason: context.budgetStop?.reason ?? 'the budget is spent',
+        artifact: best?.artifact ?? context.spec.artifact,
+        ...(best ? { best_iteration: best.iteration, scores: best.scores } : {}),
+        remaining_gaps: best?.blocking_gaps ?? [],
+      };
     case 'failed':
       return {
         status: 'FAILED',

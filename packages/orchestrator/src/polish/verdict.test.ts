@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { ZERO_USAGE, type IterationRecord } from '@polish/protocol';
-import { bestVersion, computeVerdict } from './verdict.js';
+import { bestVersion, computeVerdict, decide, regressionsBetween } from './verdict.js';
 
 const criteria = [
   { id: 'C1', text: 'one' },
@@ -56,5 +56,83 @@ describe('bestVersion', () => {
 
   it('is undefined with no evaluation', () => {
     expect(bestVersion([])).toBeUndefined();
+  });
+});
+
+describe('quorum', () => {
+  it.each([
+    // rule, passes of 3 judges → verdict
+    ['majority', 3, 'pass'],
+    ['majority', 2, 'pass'],
+    ['majority', 1, 'fail'],
+    ['unanimous', 3, 'pass'],
+    ['unanimous', 2, 'undecided'],
+    ['unanimous', 0, 'fail'],
+    ['any-fail', 3, 'pass'],
+    ['any-fail', 2, 'fail'],
+  ] as const)('%s with %i of 3 judges passing: %s', (rule, passes, verdict) => {
+    expect(decide(rule, passes, 3)).toBe(verdict);
+  });
+
+  it('reports a tie the majority cannot decide as undecided, never as a pass or a fail', () => {
+    expect(decide('majority', 1, 2)).toBe('undecided');
+    expect(decide('majority', 2, 4)).toBe('undecided');
+  });
+
+  it('combines judges: each criterion by the rule, a pass quoting a passing judge, a fail with the failing judges’ gaps', () => {
+    const model = { provider: 'scripted', model: 'j', scripted: true };
+    const judge = (id: number, scores: { criterion_id: string; pass: boolean; gap?: string; evidence?: string }[]) => ({
+      judge: id,
+      model,
+      scores,
+    });
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: criteria.slice(0, 2),
+      threshold: 'pass_all',
+      rule: 'majority',
+      judges: [
+        judge(1, [
+          { criterion_id: 'C1', pass: true, evidence: 'quote one' },
+          { criterion_id: 'C2', pass: false, gap: 'missing two' },
+        ]),
+        judge(2, [
+          { criterion_id: 'C2', pass: false, gap: 'no two' },
+          { criterion_id: 'C1', pass: true, evidence: 'quote one again' },
+        ]),
+        judge(3, [
+          { criterion_id: 'C1', pass: false, gap: 'lenient about nothing' },
+          { criterion_id: 'C2', pass: true, evidence: 'two?' },
+        ]),
+      ],
+    });
+    expect(record.verdicts).toEqual({ C1: 'pass', C2: 'fail' });
+    expect(record.agreement).toEqual({ C1: 2 / 3, C2: 2 / 3 });
+    expect(record.scores).toEqual([
+      { criterion_id: 'C1', pass: true, evidence: 'quote one' },
+      { criterion_id: 'C2', pass: false, gap: 'missing two / no two' },
+    ]);
+    expect(record.passed).toBe(1);
+    expect(record.blocking_gaps).toEqual(['C2: missing two / no two']);
+    expect(record.judges?.[1]?.scores.map((score) => score.criterion_id)).toEqual(['C1', 'C2']);
+  });
+});
+
+describe('regressionsBetween', () => {
+  const record = (passes: boolean[]): IterationRecord =>
+    computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria,
+      threshold: 'pass_all',
+      scores: passes.map((pass, index) =>
+        pass ? { criterion_id: `C${index + 1}`, pass } : { criterion_id: `C${index + 1}`, pass, gap: 'g' },
+      ),
+    });
+
+  it('names the criteria that passed before and fail now, and nothing else', () => {
+    expect(regressionsBetween(record([true, true, false]), record([false, true, true]))).toEqual(['C1']);
+    expect(regressionsBetween(record([false, false, false]), record([false, false, false]))).toEqual([]);
   });
 });

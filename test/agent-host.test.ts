@@ -1,4 +1,5 @@
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -23,8 +24,12 @@ describe('agent host', () => {
   });
 
   it('stops promptly when SIGTERM reaches workers mid-boot (connecting, warming up), leaving none behind', async () => {
+    // A server that accepts connections and never speaks NATS: every worker is stuck connecting.
+    const silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const { port } = silent.address() as AddressInfo;
     const host = createAgentHost({
-      natsUrl: nats.server.url,
+      natsUrl: `nats://127.0.0.1:${port}`,
       roles: ['evaluate', 'revise'],
       pool: 2,
       bootConcurrency: 4,
@@ -36,10 +41,15 @@ describe('agent host', () => {
     await new Promise<void>((resolve) => host.on('worker.started', () => (started += 1) === 4 && resolve()));
     let ready = 0;
     host.on('worker.ready', () => (ready += 1));
-    await host.stop();
-    expect(ready).toBeLessThan(4);
+    const exits: (NodeJS.Signals | null)[] = [];
+    host.on('worker.exited', ({ signal }) => exits.push(signal));
+    // Were the workers to wait out their connection, the host would have to kill them after the grace.
+    await host.stop({ graceMs: 10_000 });
+    expect(ready).toBe(0);
+    expect(exits).toEqual([null, null, null, null]);
     expect(host.workerPids()).toEqual([]);
     for (const pid of spawned) expect(() => process.kill(pid, 0)).toThrow();
+    silent.close();
   });
 
   it('replaces a worker as soon as it takes its task (not when it exits), keeping the pool warm', async () => {
@@ -68,19 +78,28 @@ describe('agent host', () => {
       pool: 1,
       model: { provider: 'scripted', script },
     });
-    await host.ready;
-    const [first] = host.workerPids();
-    const replaced = new Promise<number>((resolve) => host.once('worker.ready', ({ pid }) => resolve(pid)));
-    const answered = createNatsDispatcher({ connection: nats.connection }).dispatch('evaluate', {
-      artifact: 'Each key may send 100 requests per minute.',
-      criteria,
-    });
-    // The first worker still holds its task (its "model" has not answered) when its successor is ready.
-    expect(await replaced).not.toBe(first);
-    expect(host.workerPids()).toContain(first);
-    writeFileSync(release, '');
-    expect((await answered).worker.pid).toBe(first);
-    await host.stop();
+    try {
+      await host.ready;
+      const taken = new Promise<number>((resolve) => host.once('task.taken', ({ pid }) => resolve(pid)));
+      const dispatcher = createNatsDispatcher({ connection: nats.connection });
+      const answered = dispatcher.dispatch('evaluate', {
+        artifact: 'Each key may send 100 requests per minute.',
+        criteria,
+      });
+      const holder = await taken;
+      // Its successor is booted and ready while the holder still has the task ("model" held).
+      const replaced = await new Promise<number>((resolve) =>
+        host.on('worker.ready', ({ pid }) => pid !== holder && resolve(pid)),
+      );
+      expect(replaced).not.toBe(holder);
+      expect(host.workerPids()).toContain(holder);
+      writeFileSync(release, '');
+      expect((await answered).worker.pid).toBe(holder);
+      await dispatcher.close?.();
+    } finally {
+      writeFileSync(release, '');
+      await host.stop();
+    }
   });
 
   it('a worker gives up a task at its deadline instead of paying for an answer nobody reads', async () => {
@@ -93,21 +112,27 @@ describe('agent host', () => {
       pool: 1,
       model: { provider: 'scripted', script },
     });
-    await host.ready;
-    const [worker] = host.workerPids();
-    const done = new Promise<boolean>((resolve) => host.once('task.done', ({ ok }) => resolve(ok)));
-    const exited = new Promise<number>((resolve) => host.once('worker.exited', ({ pid }) => resolve(pid)));
-    const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300 });
-    // Given back to the queue, once: with one delivery allowed, the task then fails naming why.
-    await expect(dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { maxAttempts: 1 })).rejects.toThrow(
-      new RegExp(
-        `^evaluate task handed out 1 time without an answer; last: worker ${worker} gave it back \\(its time ran out in the worker`,
-      ),
-    );
-    expect(await done).toBe(false);
-    expect(await exited).toBe(worker);
-    await dispatcher.close?.();
-    await host.stop();
+    try {
+      await host.ready;
+      const taken = new Promise<number>((resolve) => host.once('task.taken', ({ pid }) => resolve(pid)));
+      const done = new Promise<boolean>((resolve) => host.once('task.done', ({ ok }) => resolve(ok)));
+      const exited = new Promise<number>((resolve) => host.once('worker.exited', ({ pid }) => resolve(pid)));
+      const dispatcher = createNatsDispatcher({ connection: nats.connection, taskTimeoutMs: 300 });
+      // Given back to the queue, once: with one delivery allowed, the task then fails naming why.
+      const failed = dispatcher.dispatch('evaluate', { artifact: 'text', criteria }, { maxAttempts: 1 });
+      failed.catch(() => undefined);
+      const worker = await taken;
+      await expect(failed).rejects.toThrow(
+        new RegExp(
+          `^evaluate task handed out 1 time without an answer; last: worker ${worker} gave it back \\(its time ran out in the worker`,
+        ),
+      );
+      expect(await done).toBe(false);
+      expect(await exited).toBe(worker);
+      await dispatcher.close?.();
+    } finally {
+      await host.stop();
+    }
   });
 
   it('tasks of durable runs carry an idempotency key that reveals nothing about the run', async () => {

@@ -17,13 +17,15 @@ const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-queue-'));
 const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) as { id: string; text: string }[];
 const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();
-const artifact = (n: number) => `# Rate limits, run ${n}\n\nEach key may send 100 requests per minute.\n`;
+const QUOTE = 'Each key may send 100 requests per minute.';
+const artifact = (n: number) => `# Rate limits, run ${n}\n\n${QUOTE}\n`;
 
 /** A scripted model whose evaluator passes every criterion, after `delayMs`, or once `release` exists. */
 function passingScript(options: { delayMs?: number; release?: string }): string {
   const path = join(scratch, `script-${randomUUID()}.yaml`);
   const rule = {
-    answer: { scores: criteria.map((criterion) => ({ criterion_id: criterion.id, pass: true })) },
+    // A pass quotes the artifact (evidence is on by default): every artifact here has this sentence.
+    answer: { scores: criteria.map((criterion) => ({ criterion_id: criterion.id, pass: true, evidence: QUOTE })) },
     ...(options.delayMs ? { delay_ms: options.delayMs } : {}),
     ...(options.release ? { hold_until_file: options.release } : {}),
   };

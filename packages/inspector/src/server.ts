@@ -108,27 +108,29 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
     }
   });
   const host = options.host ?? '127.0.0.1';
-  try {
-    // The event stream is made by the orchestrators (polish serve, polish run): the inspector
-    // only reads, so it waits for the stream to exist rather than making one of its own.
+  let closed = false;
+  // The event stream is made by the orchestrators (polish serve, polish run): the inspector only
+  // reads it. Until it exists the page is served (with no runs) and the inspector looks again.
+  const follow = async () => {
     const manager = await jetstreamManager(connection);
-    for (let told = false; !(await manager.streams.info(streamName).catch(() => undefined)); told = true) {
-      if (!told) log(`polish: waiting for the event stream ${streamName} (start polish serve, or a run with --nats)`);
-      await new Promise((resolve) => setTimeout(resolve, 500));
+    for (let told = false; !closed && !(await manager.streams.info(streamName).catch(() => undefined)); told = true) {
+      if (!told) log(`polish: inspector: waiting for the event stream ${streamName} (start polish serve, or a run)`);
+      await new Promise((resolve) => setTimeout(resolve, 500).unref());
     }
+    if (closed) return;
     // An ordered consumer: every stored event in order, then the live ones, no durable state left behind.
     const consumer = await jetstream(connection).consumers.get(streamName, { filter_subjects: subjects });
     const consuming = await consumer.consume();
     messages = consuming;
-    following = (async () => {
-      for await (const message of consuming) accept(message.data);
-    })();
+    if (closed) return consuming.stop();
+    for await (const message of consuming) accept(message.data);
+  };
+  try {
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
       server.listen(options.port ?? 4800, host, () => resolve());
     });
   } catch (error) {
-    messages?.stop();
     await connection.close().catch(() => undefined);
     const code = (error as NodeJS.ErrnoException).code;
     throw new Error(
@@ -137,6 +139,7 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
         : (error as Error).message,
     );
   }
+  following = follow().catch((error: Error) => log(`polish: inspector: stopped following events: ${error.message}`));
 
   // The whole view of a run is built once per new event, not once per request.
   const views = new Map<string, { count: number; view: RunView }>();
@@ -230,6 +233,7 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
         viewerWaiters.add(wake);
       }),
     async close() {
+      closed = true;
       for (const listener of listeners) listener.end();
       server.closeAllConnections();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -103,8 +103,8 @@ export function queueStreamSpecs(prefix: string): StreamSpec[] {
 export function storeStreamSpecs(prefix: string): StreamSpec[] {
   const names = wireNames(prefix);
   return [
-    { name: names.runsStream, must: { subjects: [`$KV.${names.runs}.>`] } },
-    { name: names.artifactsStream, must: { subjects: [`$O.${names.artifacts}.C.>`, `$O.${names.artifacts}.M.>`] } },
+    { name: names.runsStream, must: { subjects: [names.runsBucketSubjects] } },
+    { name: names.artifactsStream, must: { subjects: names.artifactStreamSubjects } },
   ];
 }
 

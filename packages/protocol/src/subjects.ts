@@ -115,6 +115,8 @@ export function wireNames(prefix = DEFAULT_SUBJECT_PREFIX) {
     allServiceDiscovery: '$SRV.>',
     runsBucketSubjects: `$KV.${stores.runs}.>`,
     artifactSubjects: `$O.${stores.artifacts}.>`,
+    /** The subjects of the stream behind the artifacts store (chunks and metadata), as JetStream makes it. */
+    artifactStreamSubjects: [`$O.${stores.artifacts}.C.>`, `$O.${stores.artifacts}.M.>`],
   };
 }
 
@@ -132,6 +134,8 @@ export const jetStreamApi = {
   ack: (stream = '>', consumer = '') =>
     stream === '>' ? '$JS.ACK.>' : consumer ? `$JS.ACK.${stream}.${consumer}.>` : `$JS.ACK.${stream}.>`,
   flowControl: '$JS.FC.>',
+  /** What every ack subject of a delivery by this consumer starts with. */
+  ackPrefix: (stream: string, consumer: string) => `$JS.ACK.${stream}.${consumer}.`,
 } as const;
 
 /** A NATS address as users give it: one URL, or a comma-separated list of a cluster's servers. */

@@ -191,6 +191,15 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     ...options.auth?.host,
   });
   connection.catch(() => undefined);
+  // Known once connected: a host stopped while still connecting does not wait for that to end.
+  let connected: NatsConnection | undefined;
+  void connection.then(
+    (value) => {
+      connected = value;
+      if (stopping && slots.size === 0) void value.close();
+    },
+    () => undefined,
+  );
   const watchQueues = async () => {
     const manager = await jetstreamManager(await connection);
     while (!stopping) {
@@ -334,7 +343,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     );
     await Promise.all(exits);
     clearTimeout(timer);
-    await (await connection.catch(() => undefined))?.drain().catch(() => undefined);
+    await connected?.drain().catch(() => undefined);
   };
   return host;
 }

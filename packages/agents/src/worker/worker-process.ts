@@ -3,17 +3,25 @@ import { WORKER_CONFIG_ENV, WorkerConfigSchema, type WorkerNotice } from './work
 import { runWorker } from './run-worker.js';
 import { startTelemetry, type Telemetry } from '../telemetry.js';
 
+// Until it is ready a worker has pulled nothing: stopping then is leaving at once (even in the
+// middle of connecting). Once ready, a stop drains: no new task, the one in hand finishes.
+let ready = false;
 /** Resolves once the notice has been handed to the IPC channel, so none is lost at exit. */
 const notify = (notice: WorkerNotice) =>
   new Promise<void>((resolve) => {
+    if (notice.type === 'ready') ready = true;
     if (!process.send || !process.connected) return resolve();
     process.send(notice, undefined, {}, () => resolve());
   });
 const stop = new AbortController();
-// SIGTERM/SIGINT, or the host going away, drain: no new task, the one in hand finishes.
-process.once('SIGTERM', () => stop.abort());
-process.once('SIGINT', () => stop.abort());
-process.once('disconnect', () => stop.abort());
+const onStop = () => {
+  if (!ready) process.exit(0);
+  stop.abort();
+};
+// SIGTERM/SIGINT, or the host going away.
+process.once('SIGTERM', onStop);
+process.once('SIGINT', onStop);
+process.once('disconnect', onStop);
 await notify({ type: 'started' });
 
 // Tracing only when an OTLP endpoint is configured: otherwise the SDK is never even loaded.

@@ -9,6 +9,7 @@ import {
   TaskEnvelopeSchema,
   TaskProgressSchema,
   TaskReplySchema,
+  jetStreamApi,
   maxDeliveriesAdvisory,
   replySubject,
   taskSubject,
@@ -253,7 +254,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     if (notice.role !== task.role) return;
     void opened.then((queue) => {
       // Only an ack subject of this role's own consumer: a notice cannot touch another queue.
-      if (!notice.ack.startsWith(`$JS.ACK.${queue.names.tasksStream}.${queue.names.taskConsumer(task.role)}.`)) return;
+      if (!notice.ack.startsWith(jetStreamApi.ackPrefix(queue.names.tasksStream, queue.names.taskConsumer(task.role))))
+        return;
       task.takenAt = undefined;
       task.lastCause = `worker ${notice.worker.pid} on ${notice.worker.hostname} died holding it (${notice.reason})`;
       task.onProgress?.({ type: 'released', worker: notice.worker, delivery: notice.delivery, reason: notice.reason });

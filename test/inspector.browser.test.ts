@@ -102,6 +102,12 @@ describe('polish inspect, in a browser', () => {
     await page.locator('g[data-state="evaluating"][data-active="true"]').waitFor();
     expect(await page.locator('[data-testid=run-status]').textContent()).toBe('RUNNING');
     await page.locator('[data-testid=timeline] tr[data-role="evaluate"]').first().waitFor();
+    // The task queue: the held evaluation is in a worker's hands, in the timeline and in the queue panel.
+    await page.locator('[data-testid=timeline] tr[data-role="evaluate"] td', { hasText: 'working…' }).first().waitFor();
+    await page.waitForFunction(
+      () =>
+        document.querySelector('[data-testid=queues] tr[data-role="evaluate"] td:nth-child(5)')?.textContent === '1',
+    );
 
     expect(await page.locator('[data-testid=grid] th').count()).toBe(1); // no iteration evaluated yet
 

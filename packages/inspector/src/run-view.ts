@@ -61,6 +61,13 @@ export interface TimelineEntry {
   model: string | null;
   worker: string | null;
   attempts: number | null;
+  /** The task queue: `queued` until a worker takes it, `working` until it answers. */
+  queue: 'queued' | 'working' | null;
+  /** Time it waited in the queue for a worker, and the time its worker spent on it. */
+  queued_ms: number | null;
+  work_ms: number | null;
+  /** Why a worker gave it back (it died, or ran out of time), each time. */
+  released: string[];
 }
 
 export interface DiffPart {
@@ -258,6 +265,10 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
           model: null,
           worker: null,
           attempts: null,
+          queue: null,
+          queued_ms: null,
+          work_ms: null,
+          released: [],
         };
         view.timeline.push(entry);
         open.set(`${event.role}:${event.iteration}:${event.judge ?? 1}`, entry);
@@ -301,6 +312,19 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
         revision = report;
         break;
       }
+      case 'task.queued':
+      case 'task.taken':
+      case 'task.released': {
+        const entry = open.get(`${event.role}:${event.iteration}:${event.judge ?? 1}`);
+        if (!entry) break;
+        if (event.type === 'task.queued') entry.queue = 'queued';
+        if (event.type === 'task.taken') Object.assign(entry, { queue: 'working', queued_ms: event.queued_ms });
+        if (event.type === 'task.released') {
+          entry.queue = 'queued';
+          entry.released.push(`pid ${event.worker.pid}: ${event.reason}`);
+        }
+        break;
+      }
       case 'wave.finished': {
         const key = `${event.role}:${event.iteration}:${event.judge ?? 1}`;
         const entry = open.get(key);
@@ -314,6 +338,9 @@ export function buildRunView(runId: string, all: readonly RunEvent[], upto = all
             model: `${event.model.model}${event.model.scripted ? ' (scripted)' : ''}`,
             worker: `pid ${event.worker.pid} on ${event.worker.hostname}`,
             attempts: event.attempts,
+            queue: null,
+            queued_ms: event.queued_ms ?? entry.queued_ms,
+            work_ms: event.work_ms ?? null,
           });
           open.delete(key);
         }

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { DEFAULT_SUBJECT_PREFIX, RunEventSchema, wireNames, type RunEvent, natsServers } from '@polish/protocol';
-import { parMachine, polishMachine } from '@polish/orchestrator';
+import { parMachine, polishMachine, readQueueStats } from '@polish/orchestrator';
 import { buildRunView, machineGraph, summarizeRun, type RunView } from './run-view.js';
 
 /** How to start the inspector. */
@@ -200,6 +200,16 @@ export async function startInspector(options: InspectorOptions): Promise<Inspect
           timeline: view.timeline.map(({ payload: _payload, result: _result, ...rest }) => rest),
         }),
       );
+    }
+    if (url.pathname === '/api/queues') {
+      // Each role's task queue, read now: waiting tasks, the oldest's age, workers pulling, in hand.
+      void jetstreamManager(connection)
+        .then((manager) => readQueueStats(manager, prefix))
+        .then(
+          (queues) => send(response, 200, JSON.stringify(queues)),
+          (error: Error) => send(response, 503, JSON.stringify({ error: `task queues unavailable: ${error.message}` })),
+        );
+      return undefined;
     }
     const machine = /^\/api\/machines\/(polish|par)$/.exec(url.pathname);
     if (machine) return send(response, 200, JSON.stringify(GRAPHS[machine[1] as 'polish' | 'par']));

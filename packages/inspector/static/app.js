@@ -50,6 +50,32 @@ async function refreshRuns() {
   if (!page.runId && runs.length > 0) await selectRun(runs[0].runId);
 }
 
+// Each role's queue: what waits, for how long, who pulls, what is in hand. Roles with nothing show nothing.
+async function refreshQueues() {
+  let queues = [];
+  try {
+    queues = await getJson('/api/queues');
+  } catch {
+    // No queue yet (no orchestrator has made it): nothing to show.
+  }
+  const head = el('tr');
+  head.append(...['role', 'queued', 'oldest', 'pulling', 'in flight'].map((name) => el('th', {}, name)));
+  const rows = queues
+    .filter((queue) => queue.queued + queue.pulling + queue.in_flight > 0)
+    .map((queue) => {
+      const row = el('tr', { 'data-role': queue.role });
+      row.append(
+        el('td', {}, queue.role),
+        el('td', { 'data-testid': `queued-${queue.role}` }, String(queue.queued)),
+        el('td', {}, queue.oldest_ms === null ? '' : `${Math.round(queue.oldest_ms / 1000)} s`),
+        el('td', {}, String(queue.pulling)),
+        el('td', {}, String(queue.in_flight)),
+      );
+      return row;
+    });
+  $('queues').replaceChildren(head, ...rows);
+}
+
 async function selectRun(runId) {
   page.runId = runId;
   page.live = true;
@@ -345,9 +371,17 @@ function renderPar(view) {
 function renderTimeline(view) {
   const head = el('tr');
   head.append(
-    ...['role', view.kind === 'par' ? 'cycle' : 'iteration', 'sent', 'returned', 'duration', 'model', 'worker'].map(
-      (name) => el('th', {}, name),
-    ),
+    ...[
+      'role',
+      view.kind === 'par' ? 'cycle' : 'iteration',
+      'sent',
+      'returned',
+      'queued',
+      'work',
+      'duration',
+      'model',
+      'worker',
+    ].map((name) => el('th', {}, name)),
   );
   const rows = view.timeline.map((entry, index) => {
     const row = el('tr', { 'data-role': entry.role, 'data-index': index });
@@ -355,11 +389,24 @@ function renderTimeline(view) {
       el('td', {}, entry.role),
       el('td', {}, entry.iteration),
       el('td', {}, bytes(entry.payload_bytes)),
-      el('td', {}, entry.finished_at === null ? 'waiting…' : bytes(entry.result_bytes)),
+      el(
+        'td',
+        {},
+        entry.finished_at !== null
+          ? bytes(entry.result_bytes)
+          : entry.queue === 'queued'
+            ? 'in the queue…'
+            : entry.queue === 'working'
+              ? 'working…'
+              : 'waiting…',
+      ),
+      el('td', {}, entry.queued_ms === null ? '' : `${Math.round(entry.queued_ms)} ms`),
+      el('td', {}, entry.work_ms === null ? '' : `${Math.round(entry.work_ms)} ms`),
       el('td', {}, entry.duration_ms === null ? '' : `${Math.round(entry.duration_ms)} ms`),
       el('td', {}, entry.model ?? ''),
       el('td', {}, entry.worker ?? ''),
     );
+    if (entry.released.length > 0) row.title = `given back: ${entry.released.join('; ')}`;
     row.addEventListener('click', () => void showMessage(entry, index));
     return row;
   });
@@ -425,6 +472,7 @@ function scheduleRefresh() {
   setTimeout(async () => {
     try {
       await refreshRuns();
+      await refreshQueues();
       if (page.live) await refreshRun();
     } finally {
       pending = false;
@@ -437,3 +485,5 @@ stream.addEventListener('open', () => ($('connection').textContent = 'live'));
 stream.addEventListener('error', () => ($('connection').textContent = 'reconnecting…'));
 stream.addEventListener('message', scheduleRefresh);
 void refreshRuns();
+void refreshQueues();
+setInterval(() => void refreshQueues(), 2000);

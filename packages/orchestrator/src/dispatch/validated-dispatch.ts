@@ -62,19 +62,24 @@ export interface ValidatedDispatch {
 }
 
 /** A dispatcher's word on a task as a run event. */
-function progressEvent(role: TaskRole, iteration: number, progress: DispatchProgress): UnstampedEvent {
+function progressEvent(
+  role: TaskRole,
+  iteration: number,
+  judge: number | undefined,
+  progress: DispatchProgress,
+): UnstampedEvent {
+  const where = { role, iteration, ...(judge === undefined ? {} : { judge }) };
   switch (progress.type) {
     case 'queued':
-      return { type: 'task.queued', role, iteration, ahead: progress.ahead };
+      return { type: 'task.queued', ...where, ahead: progress.ahead };
     case 'waiting': {
       const { queued, pulling, inFlight, waitedMs } = progress;
-      return { type: 'task.waiting', role, iteration, queued, pulling, in_flight: inFlight, waited_ms: waitedMs };
+      return { type: 'task.waiting', ...where, queued, pulling, in_flight: inFlight, waited_ms: waitedMs };
     }
     case 'taken':
       return {
         type: 'task.taken',
-        role,
-        iteration,
+        ...where,
         worker: progress.worker,
         delivery: progress.delivery,
         queued_ms: progress.queuedMs,
@@ -82,8 +87,7 @@ function progressEvent(role: TaskRole, iteration: number, progress: DispatchProg
     case 'released':
       return {
         type: 'task.released',
-        role,
-        iteration,
+        ...where,
         worker: progress.worker,
         delivery: progress.delivery,
         reason: progress.reason,
@@ -188,7 +192,7 @@ async function sendUntilValid<R extends TaskRole, T>(
             : {}),
           ...(once ? { timeoutMs: once.timeoutMs, maxAttempts: 1 } : {}),
           ...(options.report
-            ? { onProgress: (progress) => options.report?.(progressEvent(role, iteration, progress)) }
+            ? { onProgress: (progress) => options.report?.(progressEvent(role, iteration, options.judge, progress)) }
             : {}),
         }),
       );

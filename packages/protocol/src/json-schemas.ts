@@ -5,6 +5,7 @@ import { ReviseAnswerSchema } from './revision.js';
 import { RunSpecSchema } from './run-spec.js';
 import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
 import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
+import { CrashNoticeSchema, QueueStatsSchema, TaskProgressSchema } from './task-queue.js';
 import { RunResultSchema } from './run-result.js';
 import { RunEventSchema } from './run-event.js';
 import { PriceTableSchema, UsageSchema } from './usage.js';
@@ -37,6 +38,9 @@ const WIRE_SCHEMAS = {
   'payload.revise': RevisePayloadSchema,
   'task-envelope': TaskEnvelopeSchema,
   'task-reply': TaskReplySchema,
+  'task-progress': TaskProgressSchema,
+  'crash-notice': CrashNoticeSchema,
+  'queue-stats': QueueStatsSchema,
   'run-result': RunResultSchema,
   'run-event': RunEventSchema,
   usage: UsageSchema,

@@ -9,7 +9,7 @@ const POLISH = fileURLToPath(new URL('../packages/cli/dist/main.js', import.meta
  * A running agent host: boot times and worker pids from its log, and a way to wait until a
  * role has `count` ready, unused task slots (a warm pool).
  */
-export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script }) {
+export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script, maxWorkers }) {
   const child = spawn(
     process.execPath,
     [
@@ -25,6 +25,7 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
       String(reuse),
       '--script',
       script,
+      ...(maxWorkers ? ['--max-workers', String(maxWorkers)] : []),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );
@@ -32,6 +33,7 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   const boots = [];
   const pids = [];
   let taken = 0;
+  let peakAlive = 0;
   let waiters = [];
   let markReady;
   const ready = new Promise((resolve) => (markReady = resolve));
@@ -41,6 +43,8 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   createInterface({ input: child.stderr }).on('line', (line) => {
     const booted = /^worker (\d+) \((\S+)\) ready in (\d+) ms/.exec(line);
     const took = /^worker \d+ \((\S+)\) took task/.exec(line);
+    const alive = /; (\d+) alive$/.exec(line);
+    if (alive) peakAlive = Math.max(peakAlive, Number(alive[1]));
     if (booted) {
       pids.push(Number(booted[1]));
       boots.push(Number(booted[3]));
@@ -57,8 +61,11 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   const exited = new Promise((resolve) => child.once('exit', resolve));
   await Promise.race([ready, exited.then(() => Promise.reject(new Error('polish worker exited before it was ready')))]);
   return {
+    pid: child.pid,
     boots,
     pids,
+    /** The most worker processes the host had alive at once, from its own log. */
+    peakAlive: () => peakAlive,
     /** Resolves once the role has at least `count` ready, unused task slots. */
     warm: (role, count = 1) => until(() => available.get(role) >= count),
     /** Resolves once the host has logged `count` tasks taken in all (its log lags the replies). */

@@ -1,15 +1,17 @@
-// `pnpm bench:scale`: how far one orchestrator and a few worker hosts go on this machine.
-// 1. 1,000 concurrent runs in one orchestrator (NATS dispatcher) against an instant scripted
-//    model: runs/s, p50/p99 run latency, orchestrator memory per in-flight run, runs lost.
-// 2. Throughput with 1, 2 and 4 `polish worker` hosts (--reuse) behind one orchestrator.
+// `pnpm bench:scale`: how far one orchestrator and real worker hosts go on this machine, through
+// the task queue. No stand-in answers anything: every task is pulled and answered by a worker
+// process of a `polish worker` host, with the instant scripted model.
+// 1. 1,000 runs queued at once against one host: the orchestrator's memory per in-flight run,
+//    the host's peak memory (host and workers) while it works through them, runs/s, latency.
+// 2. Throughput with 1, 2 and 4 hosts behind one orchestrator.
 // Writes its section of docs/benchmarks.md (between the scale markers). Run with --expose-gc.
-import { fork } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
-import { createNatsDispatcher, startPolish } from '@polish/orchestrator';
+import { createNatsDispatcher, openTaskQueue, startPolish } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
 
@@ -23,7 +25,11 @@ const log = (line) => process.stderr.write(`${line}\n`);
 const quantile = (values, q) =>
   [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
 const ms = (value) => `${value.toFixed(value < 10 ? 2 : 0)} ms`;
+const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 const gc = () => globalThis.gc?.();
+const until = async (check, everyMs = 100) => {
+  while (!(await check())) await new Promise((resolve) => setTimeout(resolve, everyMs));
+};
 
 // The instant scripted model of bench/run.js: never converges, so every run is 7 waves (cap 4).
 const script = join(scratch, 'instant.json');
@@ -46,93 +52,141 @@ writeFileSync(
   }),
 );
 
+/** RSS of a process and all its descendants (a host and its workers), from /proc. */
+function treeRss(rootPid) {
+  const children = new Map();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const parent = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(parent, [...(children.get(parent) ?? []), Number(entry)]);
+    } catch {
+      // Gone meanwhile.
+    }
+  }
+  let total = 0;
+  for (const pending = [rootPid]; pending.length > 0;) {
+    const pid = pending.pop();
+    try {
+      total += Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) * 1024;
+    } catch {
+      continue;
+    }
+    pending.push(...(children.get(pid) ?? []));
+  }
+  return total;
+}
+
 const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });
-const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 120_000, taskTimeoutMs: 600_000 });
+const queue = await openTaskQueue(connection);
+// Nobody serves the first minutes of part 1 on purpose: the runs wait in the queue.
+const dispatcher = createNatsDispatcher({ connection, queue, workerWaitMs: 3_600_000, taskTimeoutMs: 600_000 });
 const rows = [];
 
 /** Starts `count` runs at once; resolves with each run's latency and status. */
-async function concurrentRuns(count) {
+function concurrentRuns(count) {
   const started = performance.now();
-  const outcomes = await Promise.all(
+  const outcomes = Promise.all(
     Array.from({ length: count }, async () => {
       const begin = performance.now();
       const result = await startPolish(spec, { dispatcher }).result;
       return { latency: performance.now() - begin, status: result.status };
     }),
   );
-  return { elapsed: performance.now() - started, outcomes };
+  return outcomes.then((done) => ({ elapsed: performance.now() - started, outcomes: done }));
 }
 
+const evaluateQueued = async () =>
+  (await queue.stats(['evaluate'])).find((stats) => stats.role === 'evaluate')?.queued ?? 0;
+
 try {
-  // 1. 1,000 concurrent runs, all in flight at once (the responder holds every first evaluation).
+  // 1. Every run queued before any worker exists: all in flight at once, measured; then one host.
   const runs = QUICK ? 200 : 1000;
-  const responder = fork(fileURLToPath(new URL('./responder.js', import.meta.url)), [], {
-    env: { ...process.env, NATS_URL: server.url, SCRIPT: script, HOLD: String(runs) },
-    stdio: ['ignore', 'ignore', 'inherit', 'ipc'],
-  });
-  await new Promise((resolve) => responder.once('message', resolve));
-  const allHeld = new Promise((resolve) =>
-    connection.subscribe('bench.all-held', { max: 1, callback: () => resolve() }),
-  );
   gc();
   const before = process.memoryUsage();
   const running = concurrentRuns(runs);
-  await allHeld;
+  await until(async () => (await evaluateQueued()) >= runs);
   gc();
   const during = process.memoryUsage();
-  connection.publish('bench.release', '');
-  const { elapsed, outcomes } = await running;
-  responder.kill('SIGTERM');
-  const latencies = outcomes.map((outcome) => outcome.latency);
-  const finished = outcomes.filter((outcome) => outcome.status === 'CAP_REACHED').length;
   const perRunKb = (during.heapUsed - before.heapUsed) / runs / 1024;
   const perRunRssKb = (during.rss - before.rss) / runs / 1024;
+  log(`${runs} runs queued: heap ${perRunKb.toFixed(1)} KB/run, rss ${perRunRssKb.toFixed(1)} KB/run`);
+  const drainStarted = performance.now();
+  const host = await startHostProcess({
+    natsUrl: server.url,
+    roles: ['evaluate', 'revise'],
+    pool: 2,
+    reuse: 100_000,
+    script,
+  });
+  const hostSamples = [treeRss(host.pid)];
+  const sampler = setInterval(() => hostSamples.push(treeRss(host.pid)), 250);
+  const { outcomes } = await running;
+  const drained = performance.now() - drainStarted;
+  clearInterval(sampler);
+  hostSamples.push(treeRss(host.pid));
+  const peakWorkers = host.peakAlive();
+  await host.stop();
+  const latencies = outcomes.map((outcome) => outcome.latency);
+  const finished = outcomes.filter((outcome) => outcome.status === 'CAP_REACHED').length;
   rows.push([
-    `${runs} concurrent runs in one orchestrator: finished as expected`,
+    `${runs} runs queued at once against one host: finished as expected`,
     `${finished} of ${runs}`,
     finished === runs ? 'none lost' : `**${runs - finished} lost**`,
   ]);
   rows.push([
-    '… runs/s (all started at once, 7 waves each)',
-    (runs / (elapsed / 1000)).toFixed(0),
-    `${((runs * 7) / (elapsed / 1000)).toFixed(0)} tasks/s`,
-  ]);
-  rows.push([
-    '… run latency p50 / p99 (includes waiting for all to be in flight)',
-    `${ms(quantile(latencies, 0.5))} / ${ms(quantile(latencies, 0.99))}`,
-    '',
-  ]);
-  rows.push([
-    '… orchestrator heap per in-flight run',
+    '… orchestrator heap per in-flight run (every run waiting in the queue)',
     `${perRunKb.toFixed(1)} KB`,
     `RSS ${perRunRssKb.toFixed(1)} KB per run; target < 100 KB`,
   ]);
-  log(
-    `concurrent: ${finished}/${runs} in ${ms(elapsed)}; heap ${perRunKb.toFixed(1)} KB/run, rss ${perRunRssKb.toFixed(1)} KB/run`,
-  );
+  rows.push([
+    "… the host's peak memory while it works through them (host and its workers)",
+    mb(Math.max(...hostSamples)),
+    `at most ${peakWorkers} worker processes at once (its --max-workers); ${hostSamples.length} samples`,
+  ]);
+  rows.push([
+    '… runs/s once the host started (7 waves each)',
+    (runs / (drained / 1000)).toFixed(0),
+    `${((runs * 7) / (drained / 1000)).toFixed(0)} tasks/s`,
+  ]);
+  rows.push([
+    '… run latency p50 / p99 (from submit, including the wait for a host)',
+    `${ms(quantile(latencies, 0.5))} / ${ms(quantile(latencies, 0.99))}`,
+    '',
+  ]);
+  log(`drained in ${ms(drained)}; host peak ${mb(Math.max(...hostSamples))}`);
 
-  // 2. Throughput with 1, 2 and 4 worker hosts (each: --pool 2 --reuse 100000, one task per worker at a time).
+  // 2. Throughput with 1, 2 and 4 worker hosts (each two workers per role, --reuse: one task per worker at a time).
   const throughput = {};
   for (const hosts of [1, 2, 4]) {
     const started = await Promise.all(
       Array.from({ length: hosts }, () =>
-        startHostProcess({ natsUrl: server.url, roles: ['evaluate', 'revise'], pool: 2, reuse: 100_000, script }),
+        startHostProcess({
+          natsUrl: server.url,
+          roles: ['evaluate', 'revise'],
+          pool: 2,
+          maxWorkers: 4,
+          reuse: 100_000,
+          script,
+        }),
       ),
     );
     const { elapsed: took, outcomes: done } = await concurrentRuns(QUICK ? 40 : 200);
     throughput[hosts] = done.length / (took / 1000);
-    for (const host of started) await host.stop();
+    for (const started_ of started) await started_.stop();
     log(`${hosts} host(s): ${throughput[hosts].toFixed(0)} runs/s`);
   }
   for (const hosts of [1, 2, 4]) {
     rows.push([
-      `runs/s with ${hosts} worker host${hosts === 1 ? '' : 's'} (2 workers each, --reuse)`,
+      `runs/s with ${hosts} worker host${hosts === 1 ? '' : 's'} (2 workers per role each, --reuse)`,
       throughput[hosts].toFixed(0),
       `${(throughput[hosts] / throughput[1]).toFixed(2)}× one host`,
     ]);
   }
 } finally {
+  await dispatcher.close();
   await connection.drain();
   await server.stop();
   rmSync(scratch, { recursive: true, force: true });
@@ -145,13 +199,19 @@ const table = [
 ].join('\n');
 console.log(table);
 if (!QUICK) {
+  const nats = execFileSync('nats-server', ['--version']).toString().trim();
   const section =
-    `<!-- scale:start -->\n## Scale\n\nProduced by \`pnpm bench:scale\` on ${new Date().toISOString().slice(0, 10)}: ${cpus().length} cores, Node ${process.version}. ` +
-    'One orchestrator process with the NATS dispatcher; the instant scripted model. For the concurrency figures one bench ' +
-    "process (`bench/responder.js`, the real handlers) answers every task, holding each run's first evaluation until all " +
-    'runs are in flight, so memory is measured with every run in flight at once.\n\n' +
+    `<!-- scale:start -->\n## Scale\n\nProduced by \`pnpm bench:scale\` on ${new Date().toISOString().slice(0, 10)}: ` +
+    `${cpus().length} cores, ${mb(totalmem())} of memory, Node ${process.version}, ${nats}. One orchestrator process ` +
+    '(the NATS dispatcher over the task queue) and real `polish worker` hosts, each with worker processes pulling one ' +
+    'task at a time; nothing stands in for a worker. The model is the instant scripted one. Workers run with `--reuse` ' +
+    'here, so the figures are those of the queue, the orchestrator and the hosts, not of process boots (the strict ' +
+    'one-task-per-process cost is in the table above).\n\n' +
     `${table}\n\n` +
-    'Where the bound is: each worker takes one task at a time, so adding hosts adds parallel workers and throughput grows with them (the ratios above). On this machine the ceiling is the two cores shared by the orchestrator, nats-server and the workers: the concurrency figure, where one many-task responder answers everything, is that ceiling (about 1,500 tasks/s here), and worker hosts approach it as they are added; beyond it, hosts must be on other machines.\n<!-- scale:end -->\n';
+    'Where the bound is: each worker takes one task at a time, so hosts add parallel workers. On this machine the ceiling ' +
+    'is the two cores shared by the orchestrator, nats-server, the hosts and their workers; beyond it, hosts must be on ' +
+    'other machines. A host works through any backlog with at most `--max-workers` processes, so its memory stays flat ' +
+    'whatever waits in the queue.\n<!-- scale:end -->\n';
   const path = `${REPO}docs/benchmarks.md`;
   const current = existsSync(path) ? readFileSync(path, 'utf8') : '# Benchmarks\n';
   const next = current.includes('<!-- scale:start -->')

@@ -104,6 +104,9 @@ interface WorkerSlot {
   held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
 }
 
+/** How long a role must have tasks and no worker before an idle worker of another role leaves for it. */
+const RETIRE_AFTER_MS = 1_000;
+
 /** Memory one single-use worker process takes, measured (docs/benchmarks.md), with a margin. */
 const WORKER_MEMORY_BYTES = 96 * 1024 * 1024;
 
@@ -146,6 +149,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   let bootFailures = 0;
   let booting = 0;
   let peak = 0;
+  let starvedSince: { role: TaskRole; at: number } | undefined;
   let markReady: () => void = () => undefined;
   let markFailed: (error: Error) => void = () => undefined;
   const ready = new Promise<void>((resolve, reject) => {
@@ -172,8 +176,13 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     const plan = chooseBoots(loads(), { pool, free: maxWorkers - slots.size, bootSlots: bootConcurrency - booting });
     for (const role of plan.boot) spawnWorker(role);
     // One at a time: the place of a worker that is leaving is not free yet, but it is spoken for.
+    // And only for a want that lasts (a second): a queue that empties and refills between two
+    // looks must not make workers leave and boot in turn.
     const leaving = [...slots.values()].some((slot) => slot.phase === 'leaving');
-    if (plan.retire && !leaving) {
+    const needy = plan.retire?.to;
+    if (!needy) starvedSince = undefined;
+    else if (starvedSince?.role !== needy) starvedSince = { role: needy, at: Date.now() };
+    if (plan.retire && !leaving && starvedSince && Date.now() - starvedSince.at >= RETIRE_AFTER_MS) {
       const victim = [...slots.values()].find((slot) => slot.role === plan.retire?.from && slot.phase === 'idle');
       if (victim) {
         victim.phase = 'leaving';

@@ -15,7 +15,7 @@ import { extractCriteria } from './handlers/extract-criteria.js';
 import { evaluate } from './handlers/evaluate.js';
 import { revise } from './handlers/revise.js';
 import { act, plan, review } from './handlers/par.js';
-import { runCritiqueCommand } from './handlers/critique-command.js';
+import { runCritiqueCommand, type CommandSettings } from './handlers/critique-command.js';
 
 /** The model each role uses: one for all, or one per role (e.g. an evaluator from another family). */
 export type RoleModels = ModelProvider | Readonly<Partial<Record<TaskRole, ModelProvider>>>;
@@ -29,7 +29,7 @@ const NO_MODEL: ModelProvider = {
 const modelFor = (models: RoleModels, role: TaskRole): ModelProvider =>
   'generate' in models ? (models as ModelProvider) : (models[role] ?? NO_MODEL);
 
-function runHandler(task: TaskEnvelope, model: ModelProvider) {
+function runHandler(task: TaskEnvelope, model: ModelProvider, command: CommandSettings) {
   switch (task.role) {
     case 'criteria':
       return extractCriteria(task.payload, model);
@@ -44,7 +44,7 @@ function runHandler(task: TaskEnvelope, model: ModelProvider) {
     case 'par.review':
       return review(task.payload, model);
     case 'par.command':
-      return runCritiqueCommand(task.payload);
+      return runCritiqueCommand(task.payload, process.env, command);
   }
 }
 
@@ -62,6 +62,8 @@ export async function handleTask(
   raw: unknown,
   models: RoleModels,
   worker: WorkerInfo = currentWorker(),
+  /** What the worker's operator allows critique commands (par.command). */
+  command: CommandSettings = {},
 ): Promise<TaskReply> {
   const rawTaskId = (raw as { taskId?: unknown } | null)?.taskId;
   const taskId = typeof rawTaskId === 'string' && rawTaskId ? rawTaskId : 'unknown';
@@ -76,7 +78,7 @@ export async function handleTask(
   const task = parsed.data;
   const model = task.role === 'par.command' ? NO_MODEL : modelFor(models, task.role);
   try {
-    const output = await runHandler(task, model);
+    const output = await runHandler(task, model, command);
     return {
       v: PROTOCOL_VERSION,
       taskId,

@@ -40,7 +40,8 @@ export { DEFAULT_MAX_TOKENS } from './providers/sdk-options.js';
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
 // so that importing the agents does not load both SDKs.
 export { plan, act, review } from './handlers/par.js';
-export { runCritiqueCommand, OUTPUT_TAIL_CHARS } from './handlers/critique-command.js';
+export { runCritiqueCommand, OUTPUT_TAIL_CHARS, type CommandSettings } from './handlers/critique-command.js';
+export { planSandbox, type SandboxPlan } from './handlers/command-sandbox.js';
 export * as parPrompts from './par-prompts.js';
 // Tracing: the SDK itself loads only when an OTLP endpoint is configured.
 export { startTelemetry, telemetryConfigured, type Telemetry } from './telemetry.js';

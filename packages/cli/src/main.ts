@@ -134,6 +134,14 @@ modelOptions(
       'worker processes alive at once, whatever the load (default: 4 per core, within half the memory)',
     )
     .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+    .option(
+      '--allow-unsandboxed',
+      'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
+    )
+    .option(
+      '--command-env <names>',
+      'par.command: variables critique commands may see, besides PATH, LANG, LC_ALL, TZ, TERM',
+    )
     .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
     .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
     .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
@@ -296,6 +304,14 @@ const parOptions = (command: Command) =>
     .option('--topic <name>', "the task's topic: its files are .coord/par_<topic>.yml and .coord/par_<topic>_final.md")
     .option('--workspace <dir>', 'the project folder the agent works in (default: the current folder)')
     .option('--git', 'commit each cycle as `par(iter-N): <plan_summary>` (the workspace must be a git work tree)')
+    .option(
+      '--allow-unsandboxed',
+      'embedded: run critique commands where no sandbox (user and PID namespaces) can be made',
+    )
+    .option(
+      '--command-env <names>',
+      'embedded: variables critique commands may see, besides PATH, LANG, LC_ALL, TZ, TERM',
+    )
     .option('--json', 'print the outcome as JSON on standard output');
 
 const par = program

@@ -27,6 +27,8 @@ export interface RuntimeOptions {
   queueWaitMs?: number;
   /** How long a worker may go silent before its task is handed to another (the queue's consumers). */
   leaseMs?: number;
+  /** Embedded par.command workers: run critique commands unsandboxed where no sandbox exists, and the variables they may see. */
+  command?: { allowUnsandboxed?: boolean; env?: string[] };
   log?: (line: string) => void;
 }
 
@@ -143,6 +145,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
       roles: options.roles ?? ROLES,
       pool: options.pool ?? 1,
       ...(options.maxWorkers === undefined ? {} : { maxWorkers: options.maxWorkers }),
+      ...(options.command ? { command: options.command } : {}),
       ...(options.reuse === undefined ? {} : { reuse: options.reuse }),
       model: Object.values(options.models)[0] ?? { provider: 'none' },
       roleModels: options.models,

@@ -40,6 +40,8 @@ export interface AgentHostOptions {
   auth?: { host: NatsAuth; roles: Partial<Record<TaskRole, NatsAuth>> };
   /** Extra environment for the workers (keys are read by workers from their environment). */
   env?: NodeJS.ProcessEnv;
+  /** par.command: run critique commands without a sandbox where none can be made, and the variables they may see. */
+  command?: { allowUnsandboxed?: boolean; env?: string[] };
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
   bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
@@ -116,6 +118,16 @@ const WORKER_MEMORY_BYTES = 96 * 1024 * 1024;
  */
 export function defaultMaxWorkers(): number {
   return Math.max(1, Math.min(4 * availableParallelism(), Math.floor(totalmem() / 2 / WORKER_MEMORY_BYTES)));
+}
+
+/**
+ * A worker's environment: the host's, without what only an orchestrator or a human needs (the
+ * human keys that sign gate decisions, the NATS credentials file of every principal).
+ */
+function workerEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  return Object.fromEntries(
+    Object.entries(environment).filter(([name]) => !/^(AGENT_COLLAB_|POLISH_NATS_CREDENTIALS$)/.test(name)),
+  );
 }
 
 /** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
@@ -256,11 +268,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       reuse,
       model: options.roleModels?.[role] ?? options.model,
       ...(auth ? { auth } : {}),
+      ...(role === 'par.command' && options.command ? { command: options.command } : {}),
     };
     const started = performance.now();
     booting += 1;
     const child = fork(entry, [], {
-      env: { ...process.env, ...options.env, [WORKER_CONFIG_ENV]: JSON.stringify(config) },
+      env: { ...workerEnvironment({ ...process.env, ...options.env }), [WORKER_CONFIG_ENV]: JSON.stringify(config) },
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       // Its own process group: a terminal's Ctrl-C reaches the host, which stops workers in order.
       // A worker whose host dies sees the IPC channel close and drains by itself.

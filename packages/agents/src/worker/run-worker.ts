@@ -86,6 +86,7 @@ export async function runWorker(
       connection,
       js,
       leaseMs: Math.round((consumerConfig.ack_wait ?? 30_000_000_000) / 1_000_000),
+      command: config.command ?? {},
       notify,
     };
     for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {

@@ -13,6 +13,7 @@ import {
   type WorkerInfo,
 } from '@polish/protocol';
 import { handleTask } from '../handle-task.js';
+import type { CommandSettings } from '../handlers/critique-command.js';
 import type { ModelProvider } from '../providers/model-provider.js';
 import type { WorkerNotice } from './worker-config.js';
 
@@ -26,6 +27,8 @@ export interface TaskContext {
   js: JetStreamClient;
   /** How long the queue waits for a sign of life before it hands the task to another worker. */
   leaseMs: number;
+  /** What the host's operator allows critique commands. */
+  command: CommandSettings;
   notify: (notice: WorkerNotice) => Promise<void>;
 }
 
@@ -145,7 +148,7 @@ async function answer(message: JsMsg, context: TaskContext): Promise<TaskReply |
   // The lease is renewed while the handler works, so a long model call is not handed to another worker.
   const lease = setInterval(() => message.working(), Math.max(1_000, Math.floor(context.leaseMs / 3)));
   try {
-    const reply = await withinTime(handleTask(raw, context.model, worker), raw, takenAt);
+    const reply = await withinTime(handleTask(raw, context.model, worker, context.command), raw, takenAt);
     if (!reply) {
       const reason = `its time ran out in the worker after ${Math.round((Date.now() - takenAt) / 1000)} s`;
       progress('released', reason);

@@ -23,6 +23,10 @@ export const WorkerConfigSchema = z.strictObject({
   model: ModelSettingsSchema,
   /** Its role's NATS user, when the server enforces per-role permissions. */
   auth: NatsAuthSchema.optional(),
+  /** par.command: what the host's operator allows critique commands. */
+  command: z
+    .strictObject({ allowUnsandboxed: z.boolean().optional(), env: z.array(z.string().min(1)).optional() })
+    .optional(),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 

@@ -15,6 +15,8 @@ import {
 } from '@polish/orchestrator';
 import { invalidInput, type CritiqueSourceSpec, type ParTaskFileInput, type TaskRole } from '@polish/protocol';
 import { PAR_EXIT } from '../exit-codes.js';
+import { commandSettingsOf } from './worker.js';
+import { planSandbox } from '@polish/agents';
 import { describeModels, resolveModels, resolvePrices, type ModelFlags } from '../models.js';
 import { openRuntime } from '../runtime.js';
 import { readTopology, type TopologyFlags } from './run.js';
@@ -25,6 +27,8 @@ const log = (line: string) => process.stderr.write(`${line}\n`);
 
 /** Flags shared by `par run` and `par resume`. */
 export interface ParCommonFlags extends ModelFlags, TopologyFlags, InspectFlags {
+  allowUnsandboxed?: boolean;
+  commandEnv?: string;
   topic?: string;
   workspace?: string;
   git?: boolean;
@@ -131,6 +135,20 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   if (flags.git) await checkGitWorkspace(workspace);
   const roles = rolesFor(task.critique_source);
   const topology = readTopology(flags);
+  const command = commandSettingsOf(flags);
+  // Embedded: this machine runs the critique commands, and refuses to run them unsandboxed unless told.
+  if (
+    !topology.natsUrl &&
+    roles.includes('par.command') &&
+    !command.allowUnsandboxed &&
+    planSandbox().kind === 'none'
+  ) {
+    throw invalidInput(
+      'critique',
+      'critique commands run code the model wrote, and this machine cannot sandbox them (no user and PID namespaces: ' +
+        'install util-linux, or allow unprivileged user namespaces); pass --allow-unsandboxed to run them anyway',
+    );
+  }
   const models = topology.natsUrl ? undefined : resolveModels(flags, process.env, roles);
   const prices = models?.prices ?? resolvePrices(flags);
   if (models) for (const line of describeModels(models.byRole)) log(`polish: model for ${line}`);
@@ -138,7 +156,7 @@ async function execute(workspace: string, topic: string, flags: ParCommonFlags):
   const interrupt = abortOnInterrupt();
   let result: ParRunResult;
   try {
-    const runtime = await openRuntime({ ...topology, roles, ...(models ? { models: models.byRole } : {}) });
+    const runtime = await openRuntime({ ...topology, roles, command, ...(models ? { models: models.byRole } : {}) });
     try {
       const runId = newParRunId(topic);
       const observed = await observeRun(runtime, runId, mode, flags, interrupt.signal);

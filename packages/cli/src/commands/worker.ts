@@ -9,6 +9,8 @@ export interface WorkerFlags extends ModelFlags {
   roles: string;
   pool?: string;
   maxWorkers?: string;
+  allowUnsandboxed?: boolean;
+  commandEnv?: string;
   reuse?: string;
   nats?: string;
   credentials?: string;
@@ -18,6 +20,17 @@ export interface WorkerFlags extends ModelFlags {
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** `--allow-unsandboxed` and `--command-env A,B`: what critique commands run by these workers may do. */
+export function commandSettingsOf(flags: { allowUnsandboxed?: boolean; commandEnv?: string }) {
+  const env = (flags.commandEnv ?? '')
+    .split(',')
+    .map((name) => name.trim())
+    .filter(Boolean);
+  for (const name of env)
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw invalidInput('command-env', `"${name}" is not a variable name`);
+  return { ...(flags.allowUnsandboxed ? { allowUnsandboxed: true } : {}), ...(env.length > 0 ? { env } : {}) };
+}
 
 function parseRoles(raw: string): TaskRole[] {
   const roles = raw
@@ -64,6 +77,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     pool,
     maxWorkers,
     reuse,
+    command: commandSettingsOf(flags),
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
     roleModels: models.byRole,
     ...(credentials ? { auth: hostAuthOf(credentials, roles) } : {}),

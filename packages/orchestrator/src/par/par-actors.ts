@@ -29,8 +29,18 @@ import type { CritiqueAnswer } from './critique.js';
 import { estimateCost } from '../polish/cost.js';
 import { documentOf, type ParState } from './par-state.js';
 
+/** The text with each secret value replaced by `[redacted]`, longest first. */
+export function redactSecrets(text: string, secrets: readonly string[]): string {
+  return [...secrets]
+    .filter((secret) => secret.length >= 6)
+    .sort((a, b) => b.length - a.length)
+    .reduce((clean, secret) => clean.split(secret).join('[redacted]'), text);
+}
+
 /** What the PAR actors of one run work with. */
 export interface ParActorOptions {
+  /** Secret values this process holds (the human keys): cut out of command output before it is kept. */
+  secrets?: readonly string[];
   dispatcher: Dispatcher;
   workspace: string;
   /** The task file and the checkpoint file of the run. */
@@ -193,7 +203,10 @@ export function createParActors(options: ParActorOptions) {
         });
         const outcome = step.value.timed_out ? 'timed out' : `exit ${step.value.exit_code}`;
         options.progress(`par: ${source.kind} critique: \`${source.command}\` ${outcome}`);
-        return { ...step, value: { kind: source.kind, result: step.value } };
+        // What a command printed becomes evidence, the report and the task file: no secret this
+        // process knows (the human keys) gets there, whatever the worker did.
+        const result = { ...step.value, output_tail: redactSecrets(step.value.output_tail, options.secrets ?? []) };
+        return { ...step, value: { kind: source.kind, result } };
       },
     ),
     record: fromPromise<void, CycleToRecord>(async ({ input }) => {

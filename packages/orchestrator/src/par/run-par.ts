@@ -217,6 +217,7 @@ async function runParIn(options: ParRunOptions & { runId: string }, traceContext
       protectedPaths,
       decide,
       advance,
+      secrets: Object.values(humanKeys),
       cycle: () => (state.goal?.baseline.cycle ?? 0) + state.checkpoint.cycle + 1,
       recorded: (recorded) => (state = recorded),
       answeredBy: (model) => models.add(model),

@@ -1,0 +1,96 @@
+// Issue 15, the red-team case: a command critique runs code the model wrote. Here that code does
+// what the attacker did — reads its parent's /proc/<pid>/environ and every other, prints its
+// environment, leaves a setsid child behind — through the real CLI (`polish par run`, embedded:
+// nats-server, host and worker processes). Nothing the CLI, the host or the worker holds may
+// reach the command, the evidence, the report or the task file, and nothing may outlive it.
+import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { polish } from './support/cli.js';
+import { workspace } from './support/par-workspace.js';
+
+const token = `polish-probe-${Math.random().toString(36).slice(2)}`;
+const secrets = {
+  AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify({ alice: `human-key-${token}` }),
+  ANTHROPIC_API_KEY: `sk-ant-${token}`,
+  AWS_SECRET_ACCESS_KEY: `aws-${token}`,
+  DB_PASSWORD: `db-${token}`,
+  PGPASSWORD: `pg-${token}`,
+  GITHUB_PAT: `ghp_${token.replace(/-/g, '')}`,
+  OTEL_EXPORTER_OTLP_HEADERS: `authorization=Bearer otel-${token}`,
+  lowercase_secret: `lower-${token}`,
+};
+
+/** Every file polish wrote under .coord/, as one text. */
+function coordText(directory: string): string {
+  const texts: string[] = [];
+  const walk = (folder: string) => {
+    for (const entry of readdirSync(folder, { withFileTypes: true })) {
+      const path = join(folder, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else texts.push(readFileSync(path, 'utf8'));
+    }
+  };
+  walk(join(directory, '.coord'));
+  return texts.join('\n');
+}
+
+describe('a critique command cannot reach the secrets around it (polish par run, embedded)', () => {
+  it("reading /proc/$PPID/environ and every process's environment, printing env, and leaving a setsid child: no secret anywhere, nothing left running", async () => {
+    const ws = workspace();
+    writeFileSync(
+      join(ws.directory, 'probe.sh'),
+      [
+        // What an attacker looks for, printed last so it is in the output's tail the worker keeps.
+        'pattern="key|secret|pass|token|pat|auth|otel|agent_collab"',
+        '{ tr "\\0" "\\n" < /proc/$PPID/environ; for file in /proc/[0-9]*/environ; do tr "\\0" "\\n" < "$file"; done; env; } 2>/dev/null | grep -iE "$pattern" | sort -u | tail -c 3000',
+        `setsid sh -c 'exec sleep 1000 ${token}' > /dev/null 2>&1 < /dev/null &`,
+        'echo probed',
+        'exit 1',
+      ].join('\n'),
+    );
+    // The CLI holds every secret in its environment, as the attacker found it; its host and worker inherit it.
+    const outcome = await polish(
+      [
+        'par',
+        'run',
+        '--topic',
+        't',
+        '--workspace',
+        ws.directory,
+        '--goal',
+        'make add() add',
+        '--acceptance',
+        'node test.js passes',
+        '--critique',
+        'command',
+        '--command',
+        'sh probe.sh',
+        '--policy',
+        'policy.json',
+        '--script',
+        ws.script,
+      ],
+      { env: { ...process.env, ...secrets } },
+    );
+    expect(outcome.stderr).toContain('par: command critique: `sh probe.sh` exit 1');
+    const kept = coordText(ws.directory);
+    // The probe ran, and its output is kept as evidence...
+    expect(kept).toContain('probed');
+    // ...but it saw none of the values, under any name.
+    for (const value of Object.values(secrets)) {
+      expect(kept).not.toContain(value);
+      expect(outcome.stdout + outcome.stderr).not.toContain(value);
+    }
+    expect(kept).not.toContain(token);
+    // The setsid child died with the command.
+    const survivors = readdirSync('/proc').filter((pid) => {
+      try {
+        return /^\d+$/.test(pid) && readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes(token);
+      } catch {
+        return false;
+      }
+    });
+    expect(survivors).toEqual([]);
+  }, 120_000);
+});

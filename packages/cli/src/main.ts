@@ -172,6 +172,7 @@ program
     'how long a task may wait in the queue while the workers are busy (default: no limit)',
   )
   .option('--task-lease <seconds>', 'how long a worker may go silent before its task is handed to another (default 30)')
+  .option('--grace <seconds>', 'on SIGTERM or Ctrl-C, how long to stop cleanly before exiting anyway (default 10)')
   .option(
     '--replicas <n>',
     'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)',

@@ -23,13 +23,46 @@ export interface SpecExtras {
   models?: DeclaredModels;
 }
 
+/**
+ * Reads a text file (or standard input) as UTF-8, refusing bytes that are not: replacing them
+ * with U+FFFD would make the output differ from the input with nothing revised.
+ */
 function readText(field: string, path: string): string {
+  const name = path === '-' ? 'standard input' : path;
+  let bytes: Buffer;
   try {
-    return readFileSync(path === '-' ? 0 : path, 'utf8');
+    bytes = readFileSync(path === '-' ? 0 : path);
   } catch (error) {
     const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
-    throw invalidInput(field, `cannot read ${path === '-' ? 'standard input' : path} (${reason})`);
+    throw invalidInput(field, `cannot read ${name} (${reason})`);
   }
+  try {
+    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    const at = firstInvalidUtf8(bytes);
+    throw invalidInput(
+      field,
+      `${name} is not valid UTF-8 (byte ${at}); polish keeps text byte for byte, so convert it first`,
+    );
+  }
+}
+
+/** The offset of the first byte that does not start or continue a valid UTF-8 sequence. */
+function firstInvalidUtf8(bytes: Buffer): number {
+  const decoder = new TextDecoder('utf-8', { fatal: true });
+  let low = 0;
+  let high = bytes.length;
+  // The longest valid prefix, by halving (decode is all or nothing).
+  while (low < high) {
+    const middle = Math.ceil((low + high) / 2);
+    try {
+      decoder.decode(bytes.subarray(0, middle));
+      low = middle;
+    } catch {
+      high = middle - 1;
+    }
+  }
+  return low;
 }
 
 function readCriteria(path: string): unknown {

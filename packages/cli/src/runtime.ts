@@ -1,11 +1,12 @@
 import { PolishError, unavailable, type TaskRole } from '@polish/protocol';
-import { mkdtempSync, mkdirSync, rmSync } from 'node:fs';
+import { rmSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/agents';
 import { createNatsDispatcher, ensureEventStream, openTaskQueue, type Dispatcher } from '@polish/orchestrator';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
+import { makeStoreDir } from './state-dir.js';
 import { connectAs, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
 
 /** How `polish run` and `polish demo` reach their workers. */
@@ -103,9 +104,7 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
     };
   }
   if (!options.models) throw unavailable('an embedded run needs model settings for its workers');
-  const stateDir = options.stateDir ?? defaultStateDir();
-  mkdirSync(stateDir, { recursive: true });
-  const storeDir = mkdtempSync(join(stateDir, 'nats-'));
+  const storeDir = makeStoreDir(options.stateDir ?? defaultStateDir());
   let server: EmbeddedNats | undefined;
   let host: AgentHost | undefined;
   let connection: NatsConnection | undefined;

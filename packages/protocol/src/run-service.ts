@@ -16,7 +16,8 @@ export const ExtendRequestSchema = z.strictObject({ runId: RunIdSchema, cap: z.i
 /** What the service says about a run. */
 export const RunSummarySchema = z.strictObject({
   runId: RunIdSchema,
-  status: z.union([z.literal('RUNNING'), RunStatusSchema]),
+  /** `CORRUPT`: the stored record does not parse or restore; it is kept aside, with the reason in `problem`. */
+  status: z.union([z.literal('RUNNING'), z.literal('CORRUPT'), RunStatusSchema]),
   state: z.string(),
   iteration: z.int().min(0),
   cap: z.int(),

@@ -100,6 +100,24 @@ export function serveTask(message: JsMsg, context: TaskContext): Promise<void> {
   );
 }
 
+/**
+ * The reply as it can travel: one larger than the server's max_payload (a huge revision) becomes
+ * a final error naming the sizes, with the usage paid for it, rather than a publish that fails,
+ * a crashed worker and the same model calls paid again on every redelivery.
+ */
+function deliverable(reply: TaskReply, maxPayload: number | undefined, role: TaskRole): TaskReply {
+  const bytes = Buffer.byteLength(JSON.stringify(reply));
+  // Headroom for the message's own framing.
+  if (!maxPayload || bytes <= maxPayload - 1024) return reply;
+  const error = new PolishError(
+    'CONTRACT_VIOLATION',
+    `${role} answer is ${bytes} bytes, over this NATS server's max_payload of ${maxPayload}: it cannot be delivered`,
+    { retryable: false },
+  );
+  const { v, taskId, usage, worker } = reply;
+  return { v, taskId, ok: false, error: error.toWire(), usage, worker, ...(reply.model ? { model: reply.model } : {}) };
+}
+
 async function answer(message: JsMsg, context: TaskContext): Promise<TaskReply | undefined> {
   const { role, prefix, worker } = context;
   let raw: unknown;
@@ -163,11 +181,12 @@ async function answer(message: JsMsg, context: TaskContext): Promise<TaskReply |
         worker,
       };
     }
+    const delivered = deliverable(reply, context.connection.info?.max_payload, role);
     // The reply is stored before the task leaves the queue: a crash in between redelivers a paid task, never loses one.
-    await context.js.publish(replySubject(role, key, prefix), JSON.stringify(reply));
+    await context.js.publish(replySubject(role, key, prefix), JSON.stringify(delivered));
     await message.ackAck().catch(() => message.ack());
-    await context.notify({ type: 'task.done', taskId, ok: reply.ok });
-    return reply;
+    await context.notify({ type: 'task.done', taskId, ok: delivered.ok });
+    return delivered;
   } finally {
     clearInterval(lease);
   }

@@ -139,12 +139,14 @@ export async function executeRun(
 
 /** A task carries the whole artifact: refuse one that cannot fit in a NATS message, before any model call. */
 function checkFits(spec: RunSpec, maxPayload: number): void {
-  // Room for the envelope, the goal, the criteria and the blocking gaps next to the artifact.
-  const needed = Buffer.byteLength(spec.artifact) + Buffer.byteLength(spec.goal) + 64 * 1024;
+  // As it travels: JSON-escaped (quotes, newlines, control characters grow), with room for the
+  // envelope, the goal, the criteria and the blocking gaps next to it.
+  const encoded = Buffer.byteLength(JSON.stringify(spec.artifact));
+  const needed = encoded + Buffer.byteLength(JSON.stringify(spec.goal)) + 64 * 1024;
   if (needed > maxPayload) {
     throw invalidInput(
       'artifact',
-      `${Buffer.byteLength(spec.artifact)} bytes do not fit in a task: this NATS server accepts messages up to ${maxPayload} bytes ` +
+      `${encoded} bytes once encoded do not fit in a task: this NATS server accepts messages up to ${maxPayload} bytes ` +
         '(max_payload); raise max_payload in its configuration (the embedded server allows 8 MB)',
     );
   }
@@ -154,9 +156,20 @@ function checkFits(spec: RunSpec, maxPayload: number): void {
 export function emitResult(result: RunResult, flags: Pick<RunFlags, 'out' | 'json'>): number {
   const shipped =
     result.status === 'CONVERGED' || result.status === 'CAP_REACHED' || result.status === 'BUDGET_EXHAUSTED';
-  if (shipped && flags.out) writeFileAtomic(flags.out, result.artifact);
+  // Paid work is never lost: when --out cannot be written (a full disk, say), the artifact goes
+  // to standard output instead, the write error is reported, and the exit code stays the run's.
+  let written = false;
+  if (shipped && flags.out) {
+    try {
+      writeFileAtomic(flags.out, result.artifact);
+      written = true;
+    } catch (error) {
+      const reason = (error as NodeJS.ErrnoException).code ?? (error as Error).message;
+      log(`polish: could not write --out ${flags.out} (${reason}); the artifact goes to standard output instead`);
+    }
+  }
   if (flags.json) process.stdout.write(`${JSON.stringify(result, null, 2)}\n`);
-  else if (shipped && !flags.out)
+  else if (shipped && !written)
     process.stdout.write(result.artifact.endsWith('\n') ? result.artifact : `${result.artifact}\n`);
   if (result.status === 'CAP_REACHED') {
     log(`polish: cap reached; best version is iteration ${result.best_iteration}, remaining gaps:`);

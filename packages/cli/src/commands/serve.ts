@@ -24,6 +24,7 @@ export interface ServeFlags {
   queueWait?: string;
   taskLease?: string;
   replicas?: string;
+  grace?: string;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -42,6 +43,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   const queueWaitMs = parseSeconds('queue-wait', flags.queueWait);
   const leaseMs = parseSeconds('task-lease', flags.taskLease);
+  const graceMs = parseSeconds('grace', flags.grace) ?? 10_000;
   const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
   // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
   // learns the other servers from the one it reached, and moves to one of them if it goes.
@@ -52,7 +54,14 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   });
   void logConnectionChanges(connection);
   try {
-    return await serveOn(connection, natsUrl, owner, { taskTimeoutMs, workerWaitMs, queueWaitMs, leaseMs, replicas });
+    return await serveOn(connection, natsUrl, owner, {
+      taskTimeoutMs,
+      workerWaitMs,
+      queueWaitMs,
+      leaseMs,
+      replicas,
+      graceMs,
+    });
   } catch (error) {
     // Leave nothing open on the way out: an open connection would keep the process alive.
     await connection.close().catch(() => undefined);
@@ -78,9 +87,10 @@ async function serveOn(
     queueWaitMs: number | undefined;
     leaseMs: number | undefined;
     replicas: number;
+    graceMs: number;
   },
 ): Promise<number> {
-  const { taskTimeoutMs, workerWaitMs, queueWaitMs, leaseMs, replicas } = settings;
+  const { taskTimeoutMs, workerWaitMs, queueWaitMs, leaseMs, replicas, graceMs } = settings;
   const store = await openRunStore(connection, undefined, { replicas }).catch((error: Error) => {
     const hint =
       replicas > 1
@@ -134,11 +144,19 @@ async function serveOn(
     process.once('SIGINT', () => resolve('SIGINT'));
   });
   log(`polish serve: ${signal}: stopping; unfinished runs stay resumable`);
-  await service.stop();
+  // Whatever NATS does (it may be gone, and every step below waits on it), serve ends within its grace.
+  const deadline = setTimeout(() => {
+    log(
+      `polish serve: not stopped cleanly within ${graceMs / 1000} s (is NATS reachable?); exiting, unfinished runs stay resumable`,
+    );
+    process.exit(0);
+  }, graceMs);
+  await service.stop().catch(() => undefined);
   await manager.close();
   await dispatcher.close?.();
   await lease.release();
-  await connection.drain();
+  await connection.drain().catch(() => undefined);
+  clearTimeout(deadline);
   // Work of stopped runs may still be settling (a late answer, a save that can no longer
   // happen): it must not keep a stopped orchestrator alive. Unref'd, so it only fires if so.
   setTimeout(() => process.exit(0), 2_000).unref();

@@ -18,6 +18,7 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { RunStore } from './run-store.js';
 import { ownerAlive } from './owner-lease.js';
 import { createRecordSaver } from './record-saver.js';
+import { CORRUPT_FIELD } from './run-store.js';
 
 /** What is kept in KV under `run.<runId>`: enough to resume the run, or to show its result. */
 export interface RunRecord {
@@ -33,6 +34,25 @@ export interface RunRecord {
   /** XState's persisted snapshot (context: spec, criteria, every version and evaluation, usage). */
   snapshot: unknown;
   result?: RunResult;
+  /** CORRUPT: why, and what was stored. */
+  problem?: string;
+  found?: unknown;
+}
+
+/** What is wrong with a stored value as a run record, or undefined when it has the shape. */
+function recordProblem(raw: unknown): string | undefined {
+  const record = raw as Partial<RunRecord> | null;
+  if (!record || typeof record !== 'object' || Array.isArray(record)) return 'not an object';
+  for (const field of ['runId', 'owner', 'status', 'state'] as const)
+    if (typeof record[field] !== 'string') return `${field} is not a string`;
+  for (const field of ['machineVersion', 'iteration', 'cap', 'createdAt', 'updatedAt'] as const)
+    if (typeof record[field] !== 'number') return `${field} is not a number`;
+  if (record.status === 'RUNNING') {
+    const snapshot = record.snapshot as { value?: unknown; context?: { spec?: unknown } } | null | undefined;
+    if (!snapshot || typeof snapshot !== 'object' || !snapshot.context?.spec)
+      return 'snapshot has no context to restore';
+  }
+  return undefined;
 }
 
 /** Settings of a run manager. */
@@ -84,12 +104,13 @@ const runKey = (runId: string) => `run.${runId}`;
 const finishedId = (runId: string, cap: number) => `${runId}.finished.${cap}`;
 
 function summaryOf(record: RunRecord, problem?: string): RunSummary {
-  const { snapshot: _snapshot, ...summary } = record;
-  return { ...summary, ...(problem ? { problem } : {}) };
+  const { snapshot: _snapshot, found: _found, problem: stored, ...summary } = record;
+  const why = problem ?? stored;
+  return { ...summary, ...(why ? { problem: why } : {}) };
 }
 
 function versionProblem(record: RunRecord): string | undefined {
-  if (record.machineVersion === POLISH_MACHINE_VERSION) return undefined;
+  if (record.machineVersion === POLISH_MACHINE_VERSION || record.status === 'CORRUPT') return undefined;
   return (
     `run ${record.runId} was saved by polish machine version ${record.machineVersion}, and this orchestrator runs machine ` +
     `version ${POLISH_MACHINE_VERSION}: it cannot be restored here. Finish it with a polish whose machine version is ` +
@@ -107,8 +128,42 @@ export function createRunManager(options: RunManagerOptions): RunManager {
   const now = options.now ?? Date.now;
   const active = new Map<string, { run: PolishRun; result: Promise<RunResult> }>();
 
+  /**
+   * A run's record, or its quarantine: a value that does not parse or does not have a run
+   * record's shape is kept aside as CORRUPT (with the reason and the text as found), and every
+   * other run goes on. One bad record is one bad record, never a service that cannot start.
+   */
   async function load(runId: string): Promise<RunRecord | undefined> {
-    return options.store.get<RunRecord>(runKey(runId));
+    let raw: unknown;
+    try {
+      raw = await options.store.get<unknown>(runKey(runId));
+    } catch (error) {
+      if (!(error instanceof PolishError && error.field === CORRUPT_FIELD)) throw error;
+      return quarantine(runId, `its stored record is broken: ${error.message}`, String(error.cause ?? ''));
+    }
+    if (raw === undefined) return undefined;
+    const shape = recordProblem(raw);
+    return shape ? quarantine(runId, `its stored record is broken: ${shape}`, raw) : (raw as RunRecord);
+  }
+
+  /** Keeps a broken record aside as CORRUPT, with the reason and what was there. */
+  async function quarantine(runId: string, problem: string, found: unknown): Promise<RunRecord> {
+    const record: RunRecord = {
+      runId,
+      owner: typeof (found as RunRecord | null)?.owner === 'string' ? (found as RunRecord).owner : 'unknown',
+      machineVersion: 0,
+      status: 'CORRUPT',
+      state: 'corrupt',
+      iteration: 0,
+      cap: 0,
+      createdAt: Number((found as RunRecord | null)?.createdAt) || now(),
+      updatedAt: now(),
+      snapshot: null,
+      problem,
+      found,
+    };
+    await options.store.put(runKey(runId), record).catch(() => undefined);
+    return record;
   }
 
   function launch(runId: string, createdAt: number, start: PolishStart): Promise<RunSummary> {
@@ -166,6 +221,17 @@ export function createRunManager(options: RunManagerOptions): RunManager {
         if (active.get(runId) === entry) active.delete(runId);
       }),
     };
+    // A machine that fails on its own (a snapshot that restored but cannot go on) is quarantined, not fatal.
+    run.result.catch((error: unknown) => {
+      if (error instanceof PolishError && error.code === 'CANCELLED') return;
+      let state: unknown;
+      try {
+        state = run.actor.getSnapshot().value;
+      } catch {
+        state = undefined;
+      }
+      void quarantine(runId, `its machine failed: ${(error as Error)?.message ?? String(error)}`, { runId, state });
+    });
     entry.result.catch(() => undefined);
     active.set(runId, entry);
     // Only once the run is in KV is it accepted: a crash after this point cannot lose it.
@@ -176,7 +242,14 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     const problem = versionProblem(record);
     if (problem) return summaryOf(record, problem);
     if (active.has(record.runId)) return summaryOf(record);
-    return launch(record.runId, record.createdAt, { snapshot: record.snapshot });
+    try {
+      return await launch(record.runId, record.createdAt, { snapshot: record.snapshot });
+    } catch (error) {
+      // A snapshot XState cannot restore: kept aside, and the service goes on.
+      active.delete(record.runId);
+      const message = `its snapshot does not restore: ${(error as Error).message}`;
+      return summaryOf(await quarantine(record.runId, message, record));
+    }
   }
 
   const notFound = (runId: string) => new PolishError('INVALID_INPUT', `no run ${runId}`, { field: NOT_FOUND_FIELD });
@@ -194,7 +267,7 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     },
     async list() {
       const keys = await options.store.keys('run.');
-      const records = await Promise.all(keys.map((key) => options.store.get<RunRecord>(key)));
+      const records = await Promise.all(keys.map((key) => load(key.slice('run.'.length))));
       return records
         .filter((record): record is RunRecord => Boolean(record))
         .map((record) => summaryOf(record, versionProblem(record)));
@@ -252,6 +325,10 @@ export function createRunManager(options: RunManagerOptions): RunManager {
         // again; the stream drops it if it is there already (same message id, 10-minute window).
         if (summary.owner === options.owner && summary.result && summary.updatedAt > now() - 9 * 60_000) {
           await publishFinished(summary.runId, summary.result, summary.cap, { quiet: true });
+        }
+        if (summary.status === 'CORRUPT' && summary.owner === options.owner) {
+          refused.push({ runId: summary.runId, problem: summary.problem ?? 'corrupt' });
+          continue;
         }
         if (summary.status !== 'RUNNING' || summary.owner !== options.owner || active.has(summary.runId)) continue;
         try {

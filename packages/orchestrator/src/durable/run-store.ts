@@ -3,9 +3,19 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager, type JetStreamClient } from '@nats-io/jetstream';
 import { Kvm, type KV } from '@nats-io/kv';
 import { Objm, type ObjectStore } from '@nats-io/obj';
-import { DEFAULT_SUBJECT_PREFIX, eventsSubject, storeNames, wireNames, type RunEvent } from '@polish/protocol';
+import {
+  DEFAULT_SUBJECT_PREFIX,
+  PolishError,
+  eventsSubject,
+  storeNames,
+  wireNames,
+  type RunEvent,
+} from '@polish/protocol';
 import { sha256 } from '../hash.js';
 import { checkNoStrayStreams, ensureStream, eventStreamSpec, storeStreamSpecs } from '../streams.js';
+
+/** The field of the error for a stored value that does not parse: the record is corrupt. Its `cause` is the text. */
+export const CORRUPT_FIELD = 'record';
 
 /** Strings longer than this are kept in the Object Store and referenced from KV records. */
 export const INLINE_LIMIT = 64 * 1024;
@@ -133,7 +143,16 @@ export async function openRunStore(
     async get(key) {
       const entry = await retry(() => kv.get(key));
       if (!entry || entry.operation !== 'PUT' || entry.length === 0) return undefined;
-      return (await internalize(entry.json())) as never;
+      let value: unknown;
+      try {
+        value = entry.json();
+      } catch (error) {
+        throw new PolishError('INVALID_INPUT', `the value is not JSON (${(error as Error).message})`, {
+          field: CORRUPT_FIELD,
+          cause: entry.string(),
+        });
+      }
+      return (await internalize(value)) as never;
     },
     async delete(key) {
       await retry(() => kv.delete(key));

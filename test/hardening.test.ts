@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { startNatsServer } from '@polish/cli';
-import { createRunClient, openRunStore } from '@polish/orchestrator';
+import { openRunStore } from '@polish/orchestrator';
 import { RunResultSchema, storeNames } from '@polish/protocol';
 import { POLISH, REPO, polish } from './support/cli.js';
 import { startNats, type NatsFixture } from './support/nats.js';

@@ -51,5 +51,7 @@ export const QueueStatsSchema = z.strictObject({
   pulling: z.int().min(0),
   /** Tasks taken and not yet answered. */
   in_flight: z.int().min(0),
+  /** How long ago a worker last took or answered one of the role's tasks; null if none ever did. */
+  idle_ms: z.int().min(0).nullable(),
 });
 export type QueueStats = z.infer<typeof QueueStatsSchema>;

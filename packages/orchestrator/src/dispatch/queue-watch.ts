@@ -29,8 +29,8 @@ const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
 
 /**
  * Tells "nobody serves this role" from "the workers are busy" (DESIGN §4): once a second, while
- * tasks wait, it reads each such role's consumer. No worker pulling and none working for
- * `workerWaitMs` fails the role's waiting tasks (NO_RESPONDERS); busy workers never do. A task
+ * tasks wait, it reads each such role's consumer. No worker pulling, none working and none
+ * served for `workerWaitMs` fails the role's waiting tasks (NO_RESPONDERS); busy workers never do. A task
  * that waited `queueWaitMs` (schedule to start, when set) fails with TIMEOUT. Every
  * `progressIntervalMs` each waiting task hears how long the queue is.
  */
@@ -59,7 +59,12 @@ export function createQueueWatch(options: {
     for (const stat of stats) {
       lastStats.set(stat.role, stat);
       if (stat.pulling > 0 || stat.in_flight > 0) nobodySince.delete(stat.role);
-      else if (!nobodySince.has(stat.role)) nobodySince.set(stat.role, now);
+      else {
+        // Counted from the first look with nobody, or from the role's last task if later: between
+        // single-use workers (one answered and left, the next still booting) nobody pulls for a while.
+        const lastServed = stat.idle_ms === null ? -Infinity : now - stat.idle_ms;
+        nobodySince.set(stat.role, Math.max(nobodySince.get(stat.role) ?? now, lastServed));
+      }
     }
     for (const task of waiting()) {
       const since = nobodySince.get(task.role);

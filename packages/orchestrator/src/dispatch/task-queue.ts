@@ -5,6 +5,7 @@ import {
   jetstream,
   jetstreamManager,
   type ConsumerConfig,
+  type ConsumerInfo,
   type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
@@ -127,7 +128,7 @@ export async function readQueueStats(
   return Promise.all(
     roles.map(async (role) => {
       const info = await manager.consumers.info(names.tasksStream, names.taskConsumer(role)).catch(() => undefined);
-      if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0 };
+      if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0, idle_ms: null };
       let oldest: number | null = null;
       if (info.num_pending > 0) {
         // The first message of the role past what the consumer has handed out waits longest.
@@ -146,7 +147,17 @@ export async function readQueueStats(
         oldest_ms: oldest,
         pulling: info.num_waiting,
         in_flight: info.num_ack_pending,
+        idle_ms: idleFor(info, now()),
       };
     }),
   );
+}
+
+/** Time since the consumer last handed out or had acknowledged a task; null if it never did. */
+function idleFor(info: ConsumerInfo, now: number): number | null {
+  // The server sends an RFC 3339 time, whatever the client's type says (Nanos).
+  const times = [info.delivered.last_active, info.ack_floor.last_active]
+    .map((time: unknown) => (typeof time === 'string' ? Date.parse(time) : NaN))
+    .filter((time) => Number.isFinite(time) && time > 0);
+  return times.length ? Math.max(0, Math.round(now - Math.max(...times))) : null;
 }

@@ -47,7 +47,8 @@ function recordProblem(raw: unknown): string | undefined {
     if (typeof record[field] !== 'string') return `${field} is not a string`;
   for (const field of ['machineVersion', 'iteration', 'cap', 'createdAt', 'updatedAt'] as const)
     if (typeof record[field] !== 'number') return `${field} is not a number`;
-  if (record.status === 'RUNNING') {
+  // A snapshot of another machine version is judged by that version: here it is only refused, by name.
+  if (record.status === 'RUNNING' && record.machineVersion === POLISH_MACHINE_VERSION) {
     const snapshot = record.snapshot as { value?: unknown; context?: { spec?: unknown } } | null | undefined;
     if (!snapshot || typeof snapshot !== 'object' || !snapshot.context?.spec)
       return 'snapshot has no context to restore';

@@ -19,6 +19,7 @@ const PasswordEntrySchema = z.strictObject({
   inboxPrefix: z.string().regex(/^_INBOX_[a-z_]+$/),
   tls: TlsPairSchema.optional(),
 });
+type PasswordEntry = z.infer<typeof PasswordEntrySchema>;
 const NkeyEntrySchema = z.strictObject({
   /** The public key: the server's configuration holds only this. */
   nkey: z.string().regex(/^U[A-Z2-7]{55}$/),
@@ -48,7 +49,7 @@ export function perPrincipal<T>(make: (principal: Principal) => T): Record<Princ
 }
 
 /** Fresh random passwords for every principal (the embedded server's, and `nats-config` without --nkeys). */
-export function generatePasswords(): CredentialsFile {
+export function generatePasswords(): Record<Principal, PasswordEntry> {
   return perPrincipal((principal) => ({
     user: principal,
     password: randomBytes(24).toString('base64url'),

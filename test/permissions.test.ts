@@ -2,8 +2,8 @@
 // configuration `polish nats-config` writes. One table says what each principal may publish
 // and subscribe to; every cell is tried, and each answer comes from the server at once (its
 // refusal arrives before the reply to a flush), so a wrong permission fails naming the subject.
-// The same table holds for every kind of identity nats-config makes: passwords, and NKEYs (with
-// and without mutual TLS).
+// The same table holds for every kind of identity nats-config makes: passwords (with and without
+// TLS), and NKEYs (with and without mutual TLS).
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -91,6 +91,7 @@ const SUBSCRIBE: [subject: string, allowed: readonly Principal[]][] = [
 /** The kinds of identity `polish nats-config` makes: each configuration is tried against the whole table. */
 const CONFIGURATIONS = [
   { name: 'passwords', flags: [] },
+  { name: 'passwords over TLS', flags: ['--tls'] },
   { name: 'NKEYs', flags: ['--nkeys'] },
   { name: 'NKEYs over mutual TLS', flags: ['--nkeys', '--mtls'] },
 ];
@@ -177,8 +178,8 @@ describe.each(CONFIGURATIONS)(
       credentials = JSON.parse(readFileSync(file, 'utf8'));
       base = dirname(file);
       server = await startNatsServer({ storeDir: join(folder, 'js'), configFile: config });
-      // Under --mtls the server takes TLS connections only (the embedded harness then hands out a tls:// URL).
-      expect(server.url.startsWith('tls://')).toBe(flags.includes('--mtls'));
+      // Under --tls or --mtls the server takes TLS connections only (the harness then hands out a tls:// URL).
+      expect(server.url.startsWith('tls://')).toBe(flags.some((flag) => flag.endsWith('tls')));
     });
 
     afterAll(async () => {

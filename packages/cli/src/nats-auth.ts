@@ -12,6 +12,11 @@ import { PRINCIPALS, inboxPrefixOf, invalidInput, unavailable, type Principal, t
 // it, so a folder copied to another machine still works; a machine holds only the seeds of the
 // principals it runs.
 
+/** A value for every principal. */
+export function perPrincipal<T>(make: (principal: Principal) => T): Record<Principal, T> {
+  return Object.fromEntries(PRINCIPALS.map((principal) => [principal, make(principal)])) as Record<Principal, T>;
+}
+
 const TlsPairSchema = z.strictObject({ cert: z.string().min(1), key: z.string().min(1) });
 const PasswordEntrySchema = z.strictObject({
   user: z.string().min(1),
@@ -33,20 +38,12 @@ export type CredentialEntry = z.infer<typeof EntrySchema>;
 /** The credentials file: one entry per principal, and the CA that signed the server's certificate. */
 export const CredentialsFileSchema = z.strictObject({
   tls: z.strictObject({ ca: z.string().min(1) }).optional(),
-  ...(Object.fromEntries(PRINCIPALS.map((principal) => [principal, EntrySchema])) as Record<
-    Principal,
-    typeof EntrySchema
-  >),
+  ...perPrincipal(() => EntrySchema),
 });
 export type CredentialsFile = z.infer<typeof CredentialsFileSchema>;
 
 /** How each principal connects (identities and TLS files, paths absolute): what processes use. */
 export type NatsCredentials = Record<Principal, NatsAuth>;
-
-/** A value for every principal. */
-export function perPrincipal<T>(make: (principal: Principal) => T): Record<Principal, T> {
-  return Object.fromEntries(PRINCIPALS.map((principal) => [principal, make(principal)])) as Record<Principal, T>;
-}
 
 /** Fresh random passwords for every principal (the embedded server's, and `nats-config` without --nkeys). */
 export function generatePasswords(): Record<Principal, PasswordEntry> {

@@ -13,6 +13,10 @@ command -v nats-server >/dev/null 2>&1 || need_debian+=(nats-server)
 [ -x /usr/bin/chromium ] || need_debian+=(chromium)
 # The multi-host test builds network namespaces with `ip netns` (as root).
 command -v ip >/dev/null 2>&1 || need_debian+=(iproute2)
+# `polish nats-config --tls` makes its CA and certificates with openssl.
+command -v openssl >/dev/null 2>&1 || need_debian+=(openssl)
+# The multi-host test captures the traffic on its links with tcpdump and searches the capture.
+command -v tcpdump >/dev/null 2>&1 || need_debian+=(tcpdump)
 if [ ${#need_debian[@]} -gt 0 ]; then
   echo "setup: installing Debian packages: ${need_debian[*]}" >&2
   as_root apt-get update -qq

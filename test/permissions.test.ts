@@ -2,16 +2,27 @@
 // configuration `polish nats-config` writes. One table says what each principal may publish
 // and subscribe to; every cell is tried, and each answer comes from the server at once (its
 // refusal arrives before the reply to a flush), so a wrong permission fails naming the subject.
+// The same table holds for every kind of identity nats-config makes: passwords (with and without
+// TLS), and NKEYs (with and without mutual TLS).
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { connect, PermissionViolationError, type NatsConnection } from '@nats-io/transport-node';
+import {
+  connect,
+  nkeyAuthenticator,
+  PermissionViolationError,
+  type ConnectionOptions,
+  type NatsConnection,
+} from '@nats-io/transport-node';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish } from './support/cli.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-permissions-'));
-type Credential = { user: string; password: string; inboxPrefix: string };
+type Credential = { inboxPrefix: string; tls?: { cert: string; key: string } } & (
+  { user: string; password: string } | { nkey: string; seedFile: string }
+);
+type CredentialsFile = Record<string, Credential> & { tls?: { ca: string } };
 
 const ROLES = ['criteria', 'evaluate', 'revise', 'par.plan', 'par.act', 'par.review', 'par.command'] as const;
 type Role = (typeof ROLES)[number];
@@ -77,21 +88,47 @@ const SUBSCRIBE: [subject: string, allowed: readonly Principal[]][] = [
   ...PRINCIPALS.map((owner): [string, readonly Principal[]] => [`${inboxOf(owner)}.>`, [owner]]),
 ];
 
+/** The kinds of identity `polish nats-config` makes: each configuration is tried against the whole table. */
+const CONFIGURATIONS = [
+  { name: 'passwords', flags: [] },
+  { name: 'passwords over TLS', flags: ['--tls'] },
+  { name: 'NKEYs', flags: ['--nkeys'] },
+  { name: 'NKEYs over mutual TLS', flags: ['--nkeys', '--mtls'] },
+];
+
+// The configuration under test (the describe blocks run one after the other).
 let server: EmbeddedNats;
-let credentials: Record<Principal, Credential>;
+let credentials: CredentialsFile;
+let base: string;
 const connections = new Map<Principal, { connection: NatsConnection; refused: PermissionViolationError[] }>();
+
+/** How a principal connects, read from the credentials file alone (its paths relative to it). */
+function optionsOf(principal: Principal): Partial<ConnectionOptions> {
+  const credential = credentials[principal] as Credential;
+  const at = (path: string) => join(base, path);
+  const seed = (path: string) => new TextEncoder().encode(readFileSync(at(path), 'utf8').trim());
+  return {
+    servers: server.url,
+    inboxPrefix: credential.inboxPrefix,
+    ...('password' in credential
+      ? { user: credential.user, pass: credential.password }
+      : { authenticator: nkeyAuthenticator(seed(credential.seedFile)) }),
+    ...(credentials.tls
+      ? {
+          tls: {
+            caFile: at(credentials.tls.ca),
+            ...(credential.tls ? { certFile: at(credential.tls.cert), keyFile: at(credential.tls.key) } : {}),
+          },
+        }
+      : {}),
+  };
+}
 
 /** A principal's connection, collecting every permission the server refused it. */
 async function as(principal: Principal) {
   const known = connections.get(principal);
   if (known) return known;
-  const credential = credentials[principal];
-  const connection = await connect({
-    servers: server.url,
-    user: credential.user,
-    pass: credential.password,
-    inboxPrefix: credential.inboxPrefix,
-  });
+  const connection = await connect(optionsOf(principal));
   const entry = { connection, refused: [] as PermissionViolationError[] };
   void (async () => {
     for await (const status of connection.status())
@@ -122,37 +159,53 @@ async function maySubscribe(principal: Principal, subject: string): Promise<bool
   return !refused;
 }
 
-beforeAll(async () => {
-  const generated = await polish(['nats-config', '--dir', join(scratch, 'nats'), '--store-dir', join(scratch, 'js')]);
-  expect(generated.code, generated.stderr).toBe(0);
-  const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
-  credentials = JSON.parse(readFileSync(file, 'utf8'));
-  server = await startNatsServer({ storeDir: join(scratch, 'js'), configFile: config });
-});
+describe.each(CONFIGURATIONS)(
+  'per-role NATS permissions with $name: the whole table, tried on the server',
+  ({ name, flags }) => {
+    const folder = join(scratch, name.replace(/\W+/g, '-'));
 
-afterAll(async () => {
-  for (const { connection } of connections.values()) await connection.close().catch(() => undefined);
-  await server?.stop();
-});
+    beforeAll(async () => {
+      const generated = await polish([
+        'nats-config',
+        '--dir',
+        join(folder, 'nats'),
+        '--store-dir',
+        join(folder, 'js'),
+        ...flags,
+      ]);
+      expect(generated.code, generated.stderr).toBe(0);
+      const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+      credentials = JSON.parse(readFileSync(file, 'utf8'));
+      base = dirname(file);
+      server = await startNatsServer({ storeDir: join(folder, 'js'), configFile: config });
+      // Under --tls or --mtls the server takes TLS connections only (the harness then hands out a tls:// URL).
+      expect(server.url.startsWith('tls://')).toBe(flags.some((flag) => flag.endsWith('tls')));
+    });
 
-describe('per-role NATS permissions: the whole table, tried on the server', () => {
-  it.each(PRINCIPALS)('%s publishes exactly what the table allows', async (principal) => {
-    const wrong: string[] = [];
-    for (const [subject, allowed] of PUBLISH) {
-      const expected = allowed.includes(principal);
-      if ((await mayPublish(principal, subject)) !== expected)
-        wrong.push(`${expected ? 'refused' : 'allowed'} publish to ${subject}`);
-    }
-    expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
-  });
+    afterAll(async () => {
+      for (const { connection } of connections.values()) await connection.close().catch(() => undefined);
+      connections.clear();
+      await server?.stop();
+    });
 
-  it.each(PRINCIPALS)('%s subscribes exactly where the table allows', async (principal) => {
-    const wrong: string[] = [];
-    for (const [subject, allowed] of SUBSCRIBE) {
-      const expected = allowed.includes(principal);
-      if ((await maySubscribe(principal, subject)) !== expected)
-        wrong.push(`${expected ? 'refused' : 'allowed'} subscription to ${subject}`);
-    }
-    expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
-  });
-});
+    it.each(PRINCIPALS)('%s publishes exactly what the table allows', async (principal) => {
+      const wrong: string[] = [];
+      for (const [subject, allowed] of PUBLISH) {
+        const expected = allowed.includes(principal);
+        if ((await mayPublish(principal, subject)) !== expected)
+          wrong.push(`${expected ? 'refused' : 'allowed'} publish to ${subject}`);
+      }
+      expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
+    });
+
+    it.each(PRINCIPALS)('%s subscribes exactly where the table allows', async (principal) => {
+      const wrong: string[] = [];
+      for (const [subject, allowed] of SUBSCRIBE) {
+        const expected = allowed.includes(principal);
+        if ((await maySubscribe(principal, subject)) !== expected)
+          wrong.push(`${expected ? 'refused' : 'allowed'} subscription to ${subject}`);
+      }
+      expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
+    });
+  },
+);

@@ -21,11 +21,14 @@ export { ModelSettingsSchema, createModel, type ModelSettings } from './provider
 export {
   WorkerConfigSchema,
   NatsAuthSchema,
+  NatsTlsSchema,
   WORKER_CONFIG_ENV,
   type WorkerConfig,
   type WorkerNotice,
   type NatsAuth,
+  type NatsTls,
 } from './worker/worker-config.js';
+export { natsConnectOptions, checkNatsAuth, readNkeySeed, wantsTls } from './nats-connect.js';
 export { runWorker } from './worker/run-worker.js';
 export {
   createAgentHost,

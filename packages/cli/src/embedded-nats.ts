@@ -1,7 +1,9 @@
 import { spawn } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { renderAuthorization, type NatsCredentials } from './nats-auth.js';
+import type { CredentialsFile } from './nats-auth.js';
+import { renderAuthorization } from './nats-server-config.js';
+import { writeFileAtomic } from '@polish/orchestrator';
 import { unavailable } from '@polish/protocol';
 
 /** A nats-server this process started. */
@@ -28,8 +30,8 @@ export function startNatsServer(options: {
   args?: string[];
   /** Receives everything the server logs (with `-V` in args: every message it routes). */
   onLog?: (text: string) => void;
-  /** One user per role with allow-list permissions (see nats-auth.ts); without, anyone may connect. */
-  credentials?: NatsCredentials;
+  /** One user per principal with allow-list permissions (see nats-server-config.ts); without, anyone may connect. */
+  users?: CredentialsFile;
   /** A configuration file to use as it is (e.g. from `polish nats-config`); port and address are still chosen here. */
   configFile?: string;
 }): Promise<EmbeddedNats> {
@@ -38,7 +40,8 @@ export function startNatsServer(options: {
   // artifacts go through the Object Store.
   const config = options.configFile ?? join(options.storeDir, 'polish-nats.conf');
   if (!options.configFile)
-    writeFileSync(config, `max_payload: 8MB\n${options.credentials ? renderAuthorization(options.credentials) : ''}`, {
+    // Replaced whole by a new file of mode 0600 (a restart on the same folder writes it again).
+    writeFileAtomic(config, `max_payload: 8MB\n${options.users ? renderAuthorization(options.users) : ''}`, {
       mode: 0o600,
     });
   const binary = natsServerBinary();
@@ -86,7 +89,8 @@ export function startNatsServer(options: {
       log += chunk;
       const listening = /Listening for client connections on ([0-9.]+):(\d+)/.exec(log);
       if (listening && /Server is ready/.test(log)) {
-        url = `nats://${listening[1]}:${listening[2]}`;
+        // A configuration with a tls block makes the server refuse every client without TLS.
+        url = `${/TLS required for client connections/.test(log) ? 'tls' : 'nats'}://${listening[1]}:${listening[2]}`;
         child.stderr?.resume();
         resolve({ url, pid: child.pid ?? -1, stop });
       }

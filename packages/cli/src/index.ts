@@ -3,3 +3,4 @@ export { EXIT, exitCodeFor } from './exit-codes.js';
 export { startNatsServer, natsServerBinary, type EmbeddedNats } from './embedded-nats.js';
 export { openRuntime, defaultStateDir, type Runtime, type RuntimeOptions } from './runtime.js';
 export { DEFAULT_PRICES } from './default-prices.js';
+export { generatePasswords, type CredentialsFile } from './nats-auth.js';

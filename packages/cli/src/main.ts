@@ -44,19 +44,20 @@ const modelOptions = (command: Command) =>
     )
     .option('--script <file>', 'answers for the scripted provider (YAML or JSON)');
 
-const topologyOptions = (command: Command) =>
+/** How a command reaches a NATS that enforces identities or TLS: the credentials file, and TLS files over it. */
+const natsAccessOptions = (command: Command) =>
   command
+    .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
     .option(
-      '--nats <url>',
-      'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)',
+      '--tls-ca <file>',
+      "the CA certificate that signed the NATS server's (`polish nats-config --tls`: tls/ca.pem)",
     )
-    .option('--pool <n>', 'embedded: idle worker processes kept ready per role (default 1)')
-    .option(
-      '--max-workers <n>',
-      'embedded: worker processes alive at once (default: 4 per core, within half the memory)',
-    )
-    .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
-    .option('--state-dir <dir>', 'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)')
+    .option('--tls-cert <file>', 'a client certificate, for a server that verifies clients (`--mtls`)')
+    .option('--tls-key <file>', "the client certificate's private key");
+
+/** How long tasks may wait and work: the queue's settings, for whoever orchestrates. */
+const queueOptions = (command: Command) =>
+  command
     .option(
       '--task-timeout <seconds>',
       'how long a worker may work on one task before it is handed to another (default 300)',
@@ -72,11 +73,28 @@ const topologyOptions = (command: Command) =>
     .option(
       '--task-lease <seconds>',
       'how long a worker may go silent before its task is handed to another (default 30)',
-    )
-    .option(
-      '--credentials <file>',
-      'with --nats: the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)',
-    )
+    );
+
+const topologyOptions = (command: Command) =>
+  natsAccessOptions(
+    queueOptions(
+      command
+        .option(
+          '--nats <url>',
+          'use this NATS and the workers started there with `polish worker` (default: $NATS_URL, else embedded)',
+        )
+        .option('--pool <n>', 'embedded: idle worker processes kept ready per role (default 1)')
+        .option(
+          '--max-workers <n>',
+          'embedded: worker processes alive at once (default: 4 per core, within half the memory)',
+        )
+        .option('--reuse <n>', 'embedded: tasks per worker process (default 1: one task per process)')
+        .option(
+          '--state-dir <dir>',
+          'embedded: state folder (default $XDG_STATE_HOME/polish or ~/.local/state/polish)',
+        ),
+    ),
+  )
     .option(
       '--inspect [inspector]',
       "watch the run in the local inspector page (or `stately`: Stately's hosted inspector, online only)",
@@ -124,68 +142,53 @@ topologyOptions(
 });
 
 modelOptions(
-  program
-    .command('worker')
-    .description('keep a warm pool of single-use agent worker processes connected to NATS')
-    .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
-    .option('--pool <n>', 'idle worker processes kept ready per role, within --max-workers (default 2)')
-    .option(
-      '--max-workers <n>',
-      'worker processes alive at once, whatever the load (default: 4 per core, within half the memory)',
-    )
-    .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
-    .option(
-      '--allow-unsandboxed',
-      'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
-    )
-    .option(
-      '--command-env <names>',
-      'par.command: variables critique commands may see, besides PATH, LANG, LC_ALL, TZ, TERM',
-    )
-    .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
-    .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
-    .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
-    .option(
-      '--credentials <file>',
-      'the credentials file of `polish nats-config`: the host and each role connect as their own users',
-    ),
+  natsAccessOptions(
+    program
+      .command('worker')
+      .description('keep a warm pool of single-use agent worker processes connected to NATS')
+      .option('--roles <roles>', 'comma-separated roles to serve', 'criteria,evaluate,revise')
+      .option('--pool <n>', 'idle worker processes kept ready per role, within --max-workers (default 2)')
+      .option(
+        '--max-workers <n>',
+        'worker processes alive at once, whatever the load (default: 4 per core, within half the memory)',
+      )
+      .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
+      .option(
+        '--allow-unsandboxed',
+        'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
+      )
+      .option(
+        '--command-env <names>',
+        'par.command: variables critique commands may see, besides PATH, LANG, LC_ALL, TZ, TERM',
+      )
+      .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
+      .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
+      .option('--nats <url>', 'NATS server URL (default $NATS_URL)'),
+  ),
 ).action(async (flags) => {
   process.exitCode = await workerCommand(flags);
 });
 
-program
-  .command('serve')
-  .description('run a long-lived orchestrator: takes runs over NATS, persists every step, resumes after a restart')
-  .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
-  .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
-  .option('--id <name>', "this orchestrator's name; it resumes the unfinished runs it owns (default: the hostname)")
-  .option(
-    '--task-timeout <seconds>',
-    'how long a worker may work on one task before it is handed to another (default 300)',
-  )
-  .option(
-    '--worker-wait <seconds>',
-    "how long a task waits while no worker pulls from its role's queue before the run fails (default 30)",
-  )
-  .option(
-    '--queue-wait <seconds>',
-    'how long a task may wait in the queue while the workers are busy (default: no limit)',
-  )
-  .option('--task-lease <seconds>', 'how long a worker may go silent before its task is handed to another (default 30)')
-  .option('--grace <seconds>', 'on SIGTERM or Ctrl-C, how long to stop cleanly before exiting anyway (default 10)')
-  .option(
+natsAccessOptions(
+  queueOptions(
+    program
+      .command('serve')
+      .description('run a long-lived orchestrator: takes runs over NATS, persists every step, resumes after a restart')
+      .option('--nats <url>', 'NATS server URL, with JetStream (default $NATS_URL)')
+      .option('--id <name>', "this orchestrator's name; it resumes the unfinished runs it owns (default: the hostname)")
+      .option('--grace <seconds>', 'on SIGTERM or Ctrl-C, how long to stop cleanly before exiting anyway (default 10)'),
+  ).option(
     '--replicas <n>',
     'copies JetStream keeps of the runs bucket, artifacts and events, 1..5 (default 1; 3 in a 3-node NATS cluster)',
-  )
-  .action(async (flags) => {
-    process.exitCode = await serveCommand(flags);
-  });
+  ),
+).action(async (flags) => {
+  process.exitCode = await serveCommand(flags);
+});
 
 const controlOptions = (command: Command) =>
-  command
-    .option('--nats <url>', 'NATS server URL where `polish serve` runs (default $NATS_URL)')
-    .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
-    .option('--json', 'print JSON');
+  natsAccessOptions(
+    command.option('--nats <url>', 'NATS server URL where `polish serve` runs (default $NATS_URL)'),
+  ).option('--json', 'print JSON');
 
 controlOptions(program.command('status').description('show one run, or every run').argument('[runId]')).action(
   async (runId: string | undefined, flags) => {
@@ -218,26 +221,33 @@ controlOptions(
   process.exitCode = await controlCommand('extend', runId, flags);
 });
 
-program
-  .command('inspect')
-  .description('serve the local inspector page: every run on this NATS, live, with replay')
-  .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
-  .option('--port <port>', 'port (default 4800; 0 picks a free one)')
-  .option('--host <address>', 'address to bind (default 127.0.0.1: this machine only)')
-  .option('--credentials <file>', 'the credentials file of `polish nats-config` (default $POLISH_NATS_CREDENTIALS)')
-  .action(async (flags) => {
-    process.exitCode = await inspectCommand(flags);
-  });
+natsAccessOptions(
+  program
+    .command('inspect')
+    .description('serve the local inspector page: every run on this NATS, live, with replay')
+    .option('--nats <url>', 'NATS server URL (default $NATS_URL)')
+    .option('--port <port>', 'port (default 4800; 0 picks a free one)')
+    .option('--host <address>', 'address to bind (default 127.0.0.1: this machine only)'),
+).action(async (flags) => {
+  process.exitCode = await inspectCommand(flags);
+});
 
 program
   .command('nats-config')
   .description(
-    'write a nats-server configuration with one user per role (allow-lists) and the credentials each process needs',
+    'write a nats-server configuration with one identity per principal (allow-lists) and the credentials each process needs',
   )
-  .option('--dir <folder>', 'where to write nats-server.conf and credentials.json')
+  .option('--dir <folder>', 'where to write nats-server.conf, credentials.json, keys and certificates (made 0700)')
   .option('--port <port>', 'client port (default 4222)')
-  .option('--host <address>', 'address to listen on (default 127.0.0.1)')
+  .option('--host <address>', 'address to listen on (default 127.0.0.1; 0.0.0.0 for other machines)')
   .option('--store-dir <folder>', 'JetStream storage (default <dir>/jetstream)')
+  .option('--nkeys', 'one NKEY per principal (each seed in its own file) instead of passwords')
+  .option('--tls', 'a private CA and a server certificate: every connection must use TLS')
+  .option('--mtls', 'also a client certificate per principal, which the server verifies (implies --tls)')
+  .option(
+    '--tls-names <names>',
+    'host names and IP addresses clients dial, comma-separated, for the server certificate (localhost and 127.0.0.1 always)',
+  )
   .action((flags) => {
     process.exitCode = natsConfigCommand(flags);
   });

@@ -1,142 +1,167 @@
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
-import {
-  DEFAULT_SUBJECT_PREFIX,
-  PRINCIPALS,
-  inboxPrefixOf,
-  invalidInput,
-  natsServers,
-  permissionsFor,
-  unavailable,
-  type Principal,
-  type TaskRole,
-} from '@polish/protocol';
+import { checkNatsAuth, natsConnectOptions, type NatsAuth, type NatsTls } from '@polish/agents';
+import { PRINCIPALS, inboxPrefixOf, invalidInput, unavailable, type Principal, type TaskRole } from '@polish/protocol';
 
-// The users of a NATS that enforces per-role permissions (DESIGN §5): the allow-lists are the
-// protocol's (`permissionsFor`); here they get passwords, a server configuration and the
-// credentials file each process reads.
+// The principals of a NATS that enforces per-role permissions (DESIGN §5), as the credentials
+// file of `polish nats-config` names them: each a user with a password (a quick local start) or
+// an NKEY whose seed lives in its own file, plus TLS files. Paths in the file are relative to
+// it, so a folder copied to another machine still works; a machine holds only the seeds of the
+// principals it runs.
 
-const CredentialSchema = z.strictObject({
+/** A value for every principal. */
+export function perPrincipal<T>(make: (principal: Principal) => T): Record<Principal, T> {
+  return Object.fromEntries(PRINCIPALS.map((principal) => [principal, make(principal)])) as Record<Principal, T>;
+}
+
+const TlsPairSchema = z.strictObject({ cert: z.string().min(1), key: z.string().min(1) });
+const PasswordEntrySchema = z.strictObject({
   user: z.string().min(1),
   password: z.string().min(16),
   inboxPrefix: z.string().regex(/^_INBOX_[a-z_]+$/),
+  tls: TlsPairSchema.optional(),
 });
-export type NatsCredential = z.infer<typeof CredentialSchema>;
-export const CredentialsSchema = z.strictObject(
-  Object.fromEntries(PRINCIPALS.map((principal) => [principal, CredentialSchema])) as Record<
-    Principal,
-    typeof CredentialSchema
-  >,
-);
-export type NatsCredentials = z.infer<typeof CredentialsSchema>;
+type PasswordEntry = z.infer<typeof PasswordEntrySchema>;
+const NkeyEntrySchema = z.strictObject({
+  /** The public key: the server's configuration holds only this. */
+  nkey: z.string().regex(/^U[A-Z2-7]{55}$/),
+  seedFile: z.string().min(1),
+  inboxPrefix: z.string().regex(/^_INBOX_[a-z_]+$/),
+  tls: TlsPairSchema.optional(),
+});
+const EntrySchema = z.union([PasswordEntrySchema, NkeyEntrySchema]);
+export type CredentialEntry = z.infer<typeof EntrySchema>;
 
-/** Fresh random passwords for every principal. */
-export function generateCredentials(): NatsCredentials {
-  return Object.fromEntries(
-    PRINCIPALS.map((principal) => [
-      principal,
-      { user: principal, password: randomBytes(24).toString('base64url'), inboxPrefix: inboxPrefixOf(principal) },
-    ]),
-  ) as NatsCredentials;
+/** The credentials file: one entry per principal, and the CA that signed the server's certificate. */
+export const CredentialsFileSchema = z.strictObject({
+  tls: z.strictObject({ ca: z.string().min(1) }).optional(),
+  ...perPrincipal(() => EntrySchema),
+});
+export type CredentialsFile = z.infer<typeof CredentialsFileSchema>;
+
+/** How each principal connects (identities and TLS files, paths absolute): what processes use. */
+export type NatsCredentials = Record<Principal, NatsAuth>;
+
+/** Fresh random passwords for every principal (the embedded server's, and `nats-config` without --nkeys). */
+export function generatePasswords(): Record<Principal, PasswordEntry> {
+  return perPrincipal((principal) => ({
+    user: principal,
+    password: randomBytes(24).toString('base64url'),
+    inboxPrefix: inboxPrefixOf(principal),
+  }));
 }
 
-const quote = (text: string) => JSON.stringify(text);
-const list = (subjects: string[]) => `[${subjects.map(quote).join(', ')}]`;
+/** TLS files with only the ones given, or undefined when none is. */
+function tlsFiles(
+  caFile: string | undefined,
+  certFile: string | undefined,
+  keyFile: string | undefined,
+): NatsTls | undefined {
+  const files = Object.fromEntries(
+    Object.entries({ caFile, certFile, keyFile }).filter((entry): entry is [string, string] => entry[1] !== undefined),
+  );
+  return Object.keys(files).length > 0 ? files : undefined;
+}
 
-/** The `authorization` block of a nats-server configuration with every principal's user. */
-export function renderAuthorization(credentials: NatsCredentials, prefix = DEFAULT_SUBJECT_PREFIX): string {
-  const users = PRINCIPALS.map((principal) => {
-    const { user, password } = credentials[principal];
-    const permissions = permissionsFor(principal, prefix);
-    return [
-      `    { user: ${quote(user)}, password: ${quote(password)}, permissions: {`,
-      `        publish: { allow: ${list(permissions.publish)} }`,
-      `        subscribe: { allow: ${list(permissions.subscribe)} }`,
-      ...(permissions.allowResponses ? ['        allow_responses: true'] : []),
-      '    } }',
-    ].join('\n');
+const resolved = (base: string, path: string | undefined) => (path === undefined ? undefined : resolve(base, path));
+
+/**
+ * Resolves a credentials file (its paths relative to `base`) into what each principal connects
+ * with; TLS flags (relative to the current folder) win over the file.
+ */
+export function credentialsOf(file: CredentialsFile, base: string, flags: NatsTlsFlags = {}): NatsCredentials {
+  const cwd = process.cwd();
+  return perPrincipal((principal): NatsAuth => {
+    const entry = file[principal];
+    const tls = tlsFiles(
+      resolved(cwd, flags.tlsCa) ?? resolved(base, file.tls?.ca),
+      resolved(cwd, flags.tlsCert) ?? resolved(base, entry.tls?.cert),
+      resolved(cwd, flags.tlsKey) ?? resolved(base, entry.tls?.key),
+    );
+    return {
+      identity:
+        'nkey' in entry ? { seedFile: resolve(base, entry.seedFile) } : { user: entry.user, pass: entry.password },
+      inboxPrefix: entry.inboxPrefix,
+      ...(tls ? { tls } : {}),
+    };
   });
-  return `authorization {\n  users: [\n${users.join('\n')}\n  ]\n}\n`;
 }
 
-/** A whole nats-server configuration: JetStream, 8 MB messages, and the users. */
-export function renderServerConfig(
-  credentials: NatsCredentials,
-  options: { prefix?: string; storeDir?: string; port?: number; host?: string } = {},
-): string {
-  return [
-    '# polish: one NATS user per role, allow-lists only (written by `polish nats-config`).',
-    `listen: ${quote(`${options.host ?? '127.0.0.1'}:${options.port ?? 4222}`)}`,
-    'max_payload: 8MB',
-    // A worker host cut off from the network leaves the queue groups within ~20 s, not minutes:
-    // until then each of its idle workers can swallow a dispatch.
-    'ping_interval: "10s"',
-    'ping_max: 2',
-    `jetstream { ${options.storeDir ? `store_dir: ${quote(options.storeDir)}` : ''} }`,
-    renderAuthorization(credentials, options.prefix),
-  ].join('\n');
+/** The TLS flags every command takes; they win over the credentials file. */
+export interface NatsTlsFlags {
+  tlsCa?: string;
+  tlsCert?: string;
+  tlsKey?: string;
 }
 
-/** A principal's NATS connection options: its user and its own inbox prefix. */
-export const authOf = (credential: NatsCredential) => ({
-  user: credential.user,
-  pass: credential.password,
-  inboxPrefix: credential.inboxPrefix,
-});
-
-/** The connection options of a principal, or none when the server enforces no users. */
-export function connectOptionsOf(credential: NatsCredential | undefined): {
-  user?: string;
-  pass?: string;
-  inboxPrefix?: string;
-} {
-  return credential ? authOf(credential) : {};
+/** The flags that say how a command reaches NATS as its principals. */
+export interface NatsAccessFlags extends NatsTlsFlags {
+  /** A credentials file from `polish nats-config` (default $POLISH_NATS_CREDENTIALS). */
+  credentials?: string;
 }
 
-/** What an agent host needs: its own user, and each role's for its workers. */
-export function hostAuthOf(credentials: NatsCredentials, roles: readonly TaskRole[]) {
-  return {
-    host: authOf(credentials.host),
-    roles: Object.fromEntries(roles.map((role) => [role, authOf(credentials[role])])),
-  };
-}
-
-/** Reads a credentials file written by `polish nats-config` (`--credentials`, or `POLISH_NATS_CREDENTIALS`). */
-export function readCredentials(path: string | undefined): NatsCredentials | undefined {
-  if (!path) return undefined;
+/**
+ * Reads how this process's principals connect: the credentials file of `polish nats-config`
+ * (`--credentials`, or `POLISH_NATS_CREDENTIALS`), with `--tls-ca/--tls-cert/--tls-key` over
+ * it. Undefined when neither is given: connections then use no identity and no TLS files.
+ */
+export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undefined {
+  const path = flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS;
+  if (!path) {
+    const cwd = process.cwd();
+    const tls = tlsFiles(resolved(cwd, flags.tlsCa), resolved(cwd, flags.tlsCert), resolved(cwd, flags.tlsKey));
+    return tls ? perPrincipal(() => ({ tls })) : undefined;
+  }
   let document: unknown;
   try {
     document = JSON.parse(readFileSync(path, 'utf8'));
   } catch (error) {
     throw invalidInput('credentials', `cannot read ${path}: ${(error as Error).message}`);
   }
-  const parsed = CredentialsSchema.safeParse(document);
+  const parsed = CredentialsFileSchema.safeParse(document);
   if (!parsed.success)
     throw invalidInput(
       'credentials',
-      `${path} is not a polish credentials file (write one with \`polish nats-config\`)`,
+      `${path} is not a polish credentials file (write one with \`polish nats-config\`): ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`,
     );
-  return parsed.data;
+  return credentialsOf(parsed.data, dirname(resolve(path)), flags);
 }
 
-/** The credentials a task role's workers use. */
-export const roleCredential = (credentials: NatsCredentials | undefined, role: TaskRole) => credentials?.[role];
+/** What an agent host needs: its own identity, and each role's for its workers; every seed and TLS file checked. */
+export function hostAuthOf(credentials: NatsCredentials, roles: readonly TaskRole[]) {
+  const wanted = { host: credentials.host, roles: Object.fromEntries(roles.map((role) => [role, credentials[role]])) };
+  for (const auth of [wanted.host, ...Object.values(wanted.roles)]) checkNatsAuth(auth);
+  return wanted;
+}
+
+/** The nats.js options of a principal (e.g. for the inspector), its files checked first. */
+export function connectOptionsOf(url: string, auth: NatsAuth | undefined): Partial<ConnectionOptions> {
+  checkNatsAuth(auth);
+  return natsConnectOptions(url, auth);
+}
+
+const TLS_HINT =
+  ' (over TLS: pass the CA of `polish nats-config --tls` with --tls-ca or the credentials file, and dial a name or address its certificate lists)';
 
 /**
- * Connects to NATS as a principal: its own user and inbox prefix when the server enforces users.
- * A NATS that cannot be reached is UNAVAILABLE (exit 6), naming the address.
+ * Connects to NATS as a principal: its identity, inbox prefix and TLS files. A NATS that cannot
+ * be reached, or refuses the connection, is UNAVAILABLE (exit 6), naming the address.
  */
 export async function connectAs(
   url: string,
   name: string,
-  credential: NatsCredential | undefined,
+  auth: NatsAuth | undefined,
   options: Partial<ConnectionOptions> = {},
 ): Promise<NatsConnection> {
+  const connectOptions = connectOptionsOf(url, auth);
   try {
-    return await connect({ servers: natsServers(url), name, ...options, ...connectOptionsOf(credential) });
+    return await connect({ ...connectOptions, name, ...options });
   } catch (error) {
-    throw unavailable(`cannot connect to NATS at ${url}: ${(error as Error).message}`, { cause: error });
+    const message = (error as Error).message;
+    const hint = /certificate|tls|ssl|altname/i.test(message) ? TLS_HINT : '';
+    throw unavailable(`cannot connect to NATS at ${url}: ${message}${hint}`, { cause: error });
   }
 }

@@ -7,7 +7,7 @@ import { createAgentHost, type AgentHost, type ModelSettings } from '@polish/age
 import { createNatsDispatcher, ensureEventStream, openTaskQueue, type Dispatcher } from '@polish/orchestrator';
 import { startNatsServer, type EmbeddedNats } from './embedded-nats.js';
 import { makeStoreDir } from './state-dir.js';
-import { connectAs, generateCredentials, hostAuthOf, type NatsCredentials } from './nats-auth.js';
+import { connectAs, credentialsOf, generatePasswords, hostAuthOf, type NatsCredentials } from './nats-auth.js';
 
 /** How `polish run` and `polish demo` reach their workers. */
 export interface RuntimeOptions {
@@ -15,7 +15,7 @@ export interface RuntimeOptions {
   natsUrl?: string;
   /** Each role's model, for the embedded host's workers (unused with natsUrl). */
   models?: Partial<Record<TaskRole, ModelSettings>>;
-  /** NATS users (`polish nats-config`) for a server that enforces per-role permissions; embedded servers make their own. */
+  /** How each principal connects (`polish nats-config`: identities, TLS files); embedded servers make their own users. */
   credentials?: NatsCredentials;
   /** The roles the embedded host serves (default: the polish loop's three). */
   roles?: readonly TaskRole[];
@@ -133,8 +133,9 @@ export async function openRuntime(options: RuntimeOptions): Promise<Runtime> {
   };
   try {
     // The embedded server enforces per-role permissions: each process connects as its own user.
-    const credentials = generateCredentials();
-    server = await startNatsServer({ storeDir, credentials });
+    const users = generatePasswords();
+    const credentials = credentialsOf(users, storeDir);
+    server = await startNatsServer({ storeDir, users });
     options.log?.(`polish: started nats-server (pid ${server.pid}) on ${server.url}`);
     // The queue first, so the workers find their consumers as they start.
     connection = await connectAs(server.url, `polish-orchestrator-${process.pid}`, credentials.orchestrator);

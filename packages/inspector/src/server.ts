@@ -1,7 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { DEFAULT_SUBJECT_PREFIX, RunEventSchema, wireNames, type RunEvent, natsServers } from '@polish/protocol';
 import { parMachine, polishMachine, readQueueStats } from '@polish/orchestrator';
@@ -16,8 +16,11 @@ export interface InspectorOptions {
   /** Default 127.0.0.1: the page is for this machine only. */
   host?: string;
   prefix?: string;
-  /** Its own NATS user when the server enforces per-role permissions (it may only read the event stream). */
-  auth?: { user: string; pass: string; inboxPrefix: string };
+  /**
+   * How it connects: its own NATS identity when the server enforces per-role permissions (it may
+   * only read the event stream), and TLS.
+   */
+  auth?: Partial<ConnectionOptions>;
   log?: (line: string) => void;
 }
 

@@ -9,7 +9,6 @@ import {
   DEFAULT_SUBJECT_PREFIX,
   PROTOCOL_VERSION,
   crashSubject,
-  natsServers,
   taskQueueNames,
   type CrashNotice,
   type TaskRole,
@@ -17,6 +16,7 @@ import {
 import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 import { chooseBoots, type RoleLoad } from './pool-balance.js';
+import { natsConnectOptions } from '../nats-connect.js';
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
@@ -34,8 +34,8 @@ export interface AgentHostOptions {
   /** Per-role models, e.g. an evaluator from another family than the reviser. */
   roleModels?: Partial<Record<TaskRole, ModelSettings>>;
   /**
-   * NATS users when the server enforces per-role permissions: the host's own (it reads its
-   * roles' queue lengths and reports crashed workers), and each role's, handed to its workers.
+   * NATS identities and TLS files: the host's own (it reads its roles' queue lengths and reports
+   * crashed workers), and each role's, handed to its workers (a seed by its file's path).
    */
   auth?: { host: NatsAuth; roles: Partial<Record<TaskRole, NatsAuth>> };
   /** Extra environment for the workers (keys are read by workers from their environment). */
@@ -207,9 +207,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
 
   // The host's own connection: it reads its roles' queue lengths and reports crashes. Nothing else.
   const connection: Promise<NatsConnection> = connect({
-    servers: natsServers(options.natsUrl),
+    ...natsConnectOptions(options.natsUrl, options.auth?.host),
     name: `polish-host-${process.pid}`,
-    ...options.auth?.host,
   });
   connection.catch(() => undefined);
   // Known once connected: a host stopped while still connecting does not wait for that to end.

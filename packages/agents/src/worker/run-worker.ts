@@ -1,7 +1,8 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import { connect } from '@nats-io/transport-node';
 import { jetstream, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
-import { natsServers, taskQueueNames } from '@polish/protocol';
+import { taskQueueNames } from '@polish/protocol';
+import { natsConnectOptions } from '../nats-connect.js';
 import { currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { WorkerConfig, WorkerNotice } from './worker-config.js';
@@ -67,9 +68,8 @@ export async function runWorker(
   const model = await createModel(config.model);
   const worker = currentWorker();
   const connection = await connect({
-    servers: natsServers(config.natsUrl),
+    ...natsConnectOptions(config.natsUrl, config.auth),
     name: `polish-${config.role}-${worker.pid}`,
-    ...config.auth,
   });
   await warmUp(config.role, connection, config.auth?.inboxPrefix);
   // Ready once warm: a worker started before any orchestrator waits for its queue to appear.

@@ -5,11 +5,28 @@ import { ModelSettingsSchema } from '../providers/model-settings.js';
 /** The environment variable a host passes a worker's configuration in. */
 export const WORKER_CONFIG_ENV = 'POLISH_WORKER_CONFIG';
 
-/** A NATS user: a worker connects as its role's user, with its role's own inbox prefix. */
+/** TLS files (absolute paths): the CA that signed the server's certificate, and this side's own pair for mutual TLS. */
+export const NatsTlsSchema = z.strictObject({
+  caFile: z.string().min(1).optional(),
+  certFile: z.string().min(1).optional(),
+  keyFile: z.string().min(1).optional(),
+});
+export type NatsTls = z.infer<typeof NatsTlsSchema>;
+
+/**
+ * How a process connects as one principal: who it is (a user and password, or the file of its
+ * NKEY seed: the seed itself never travels), its own inbox prefix, and its TLS files. Every part
+ * is optional: a NATS that enforces no users needs no identity.
+ */
 export const NatsAuthSchema = z.strictObject({
-  user: z.string().min(1),
-  pass: z.string().min(1),
-  inboxPrefix: z.string().min(1),
+  identity: z
+    .union([
+      z.strictObject({ user: z.string().min(1), pass: z.string().min(1) }),
+      z.strictObject({ seedFile: z.string().min(1) }),
+    ])
+    .optional(),
+  inboxPrefix: z.string().min(1).optional(),
+  tls: NatsTlsSchema.optional(),
 });
 export type NatsAuth = z.infer<typeof NatsAuthSchema>;
 
@@ -21,7 +38,7 @@ export const WorkerConfigSchema = z.strictObject({
   /** Tasks this process serves before it exits: 1 by default (single use). */
   reuse: z.int().min(1),
   model: ModelSettingsSchema,
-  /** Its role's NATS user, when the server enforces per-role permissions. */
+  /** Its role's NATS identity and TLS files. */
   auth: NatsAuthSchema.optional(),
   /** par.command: what the host's operator allows critique commands. */
   command: z

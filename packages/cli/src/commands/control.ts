@@ -1,12 +1,11 @@
 import { unavailable, invalidInput } from '@polish/protocol';
 import { createRunClient, type RunClient } from '@polish/orchestrator';
 import type { QueueStats, RunSummary } from '@polish/protocol';
-import { connectAs, readCredentials } from '../nats-auth.js';
+import { connectAs, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { parseWholeNumber } from '../numbers.js';
 
 /** Flags shared by status, list, cancel, resume and extend. */
-export interface ControlFlags {
-  credentials?: string;
+export interface ControlFlags extends NatsAccessFlags {
   nats?: string;
   json?: boolean;
   cap?: string;
@@ -16,7 +15,7 @@ async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Pr
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl)
     throw invalidInput('nats', 'required: pass --nats nats://host:4222 (where `polish serve` runs) or set NATS_URL');
-  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const credentials = readCredentials(flags);
   const connection = await connectAs(natsUrl, `polish-client-${process.pid}`, credentials?.client);
   try {
     const client = createRunClient(connection);

@@ -1,26 +1,27 @@
 import { once } from 'node:events';
 import { startInspector } from '@polish/inspector';
 import { parseWholeNumber } from '../numbers.js';
-import { authOf, readCredentials } from '../nats-auth.js';
+import { connectOptionsOf, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { invalidInput, unavailable } from '@polish/protocol';
 
 /** `polish inspect`: serves the inspector page for every run on a NATS until Ctrl-C or SIGTERM. */
-export async function inspectCommand(flags: {
-  nats?: string;
-  port?: string;
-  host?: string;
-  credentials?: string;
-}): Promise<number> {
+export async function inspectCommand(
+  flags: NatsAccessFlags & {
+    nats?: string;
+    port?: string;
+    host?: string;
+  },
+): Promise<number> {
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl)
     throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL (the NATS your runs use)');
   const port = parseWholeNumber('port', flags.port, 0, 65535) ?? 4800;
-  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const credentials = readCredentials(flags);
   const inspector = await startInspector({
     natsUrl,
     port,
     ...(flags.host ? { host: flags.host } : {}),
-    ...(credentials ? { auth: authOf(credentials.inspector) } : {}),
+    auth: connectOptionsOf(natsUrl, credentials?.inspector),
     log: (line) => process.stderr.write(`${line}\n`),
   }).catch((error: Error) => {
     throw unavailable(`cannot start the inspector: ${error.message}`);

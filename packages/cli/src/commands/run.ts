@@ -19,11 +19,11 @@ import { exitCodeFor } from '../exit-codes.js';
 import { openRuntime, type Runtime, type RuntimeOptions } from '../runtime.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 import { abortOnInterrupt } from '../interrupts.js';
-import { connectAs, readCredentials } from '../nats-auth.js';
+import { connectAs, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { inspectModeOf, observeRun, type InspectFlags } from '../inspection.js';
 
 /** Topology flags shared by `polish run` and `polish demo`. */
-export interface TopologyFlags {
+export interface TopologyFlags extends NatsAccessFlags {
   nats?: string;
   pool?: string;
   maxWorkers?: string;
@@ -33,8 +33,6 @@ export interface TopologyFlags {
   workerWait?: string;
   queueWait?: string;
   taskLease?: string;
-  /** A credentials file from `polish nats-config` (or POLISH_NATS_CREDENTIALS), for a NATS that enforces per-role users. */
-  credentials?: string;
 }
 
 /** Flags of `polish run`. */
@@ -59,7 +57,7 @@ export function readTopology(flags: TopologyFlags): RuntimeOptions {
     );
   }
   const taskTimeoutMs = parseSeconds('task-timeout', flags.taskTimeout);
-  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const credentials = readCredentials(flags);
   const workerWaitMs = parseSeconds('worker-wait', flags.workerWait);
   const queueWaitMs = parseSeconds('queue-wait', flags.queueWait);
   const leaseMs = parseSeconds('task-lease', flags.taskLease);

@@ -9,14 +9,13 @@ import {
   openTaskQueue,
   startRunService,
 } from '@polish/orchestrator';
-import { connectAs, readCredentials } from '../nats-auth.js';
+import { connectAs, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { createNatsStatelyInspector } from '@polish/inspector';
 import { DEFAULT_PRICES } from '../default-prices.js';
 import { parseSeconds, parseWholeNumber } from '../numbers.js';
 
 /** Flags of `polish serve`. */
-export interface ServeFlags {
-  credentials?: string;
+export interface ServeFlags extends NatsAccessFlags {
   nats?: string;
   id?: string;
   taskTimeout?: string;
@@ -47,7 +46,7 @@ export async function serveCommand(flags: ServeFlags): Promise<number> {
   const replicas = parseWholeNumber('replicas', flags.replicas, 1, 5) ?? 1;
   // Keep trying while NATS restarts: runs wait rather than fail. In a cluster the client also
   // learns the other servers from the one it reached, and moves to one of them if it goes.
-  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const credentials = readCredentials(flags);
   const connection = await connectAs(natsUrl, `polish-serve-${owner}`, credentials?.orchestrator, {
     maxReconnectAttempts: -1,
     reconnectTimeWait: 250,

@@ -1,11 +1,11 @@
 import { createAgentHost, defaultMaxWorkers } from '@polish/agents';
 import { unavailable, invalidInput, ReviseModeSchema, TaskRoleSchema, type TaskRole } from '@polish/protocol';
-import { hostAuthOf, readCredentials } from '../nats-auth.js';
+import { hostAuthOf, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { describeModels, resolveModels, withAnswers, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
 
 /** Flags of `polish worker`. */
-export interface WorkerFlags extends ModelFlags {
+export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
   roles: string;
   pool?: string;
   maxWorkers?: string;
@@ -13,7 +13,6 @@ export interface WorkerFlags extends ModelFlags {
   commandEnv?: string;
   reuse?: string;
   nats?: string;
-  credentials?: string;
   reviseMode?: string;
   /** False with --no-evidence: passes need no quote (commander sets true otherwise). */
   evidence?: boolean;
@@ -70,7 +69,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     }),
   };
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
-  const credentials = readCredentials(flags.credentials ?? process.env.POLISH_NATS_CREDENTIALS);
+  const credentials = readCredentials(flags);
   const host = createAgentHost({
     natsUrl,
     roles,

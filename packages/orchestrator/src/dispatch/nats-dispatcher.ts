@@ -333,7 +333,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           await queue.manager.streams.deleteMessage(queue.names.tasksStream, ack.seq, false).catch(() => undefined);
           return;
         }
-        task.onProgress?.({ type: 'queued', ahead: watch?.queuedAhead(role) ?? 0 });
+        // A worker's "taken" can arrive before the stream's publish ack: then "queued" is stale news.
+        if (task.deliveries === 0) task.onProgress?.({ type: 'queued', ahead: watch?.queuedAhead(role) ?? 0 });
         watch?.wake();
       })().catch((error: unknown) => {
         if (!pending.has(key)) return;

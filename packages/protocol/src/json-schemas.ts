@@ -3,7 +3,7 @@ import { CriteriaListSchema, CriteriaResultSchema, CriterionSchema } from './cri
 import { EvaluationSchema, ScoreSchema } from './evaluation.js';
 import { ReviseAnswerSchema } from './revision.js';
 import { RunSpecSchema } from './run-spec.js';
-import { CriteriaPayloadSchema, EvaluatePayloadSchema, RevisePayloadSchema } from './roles.js';
+import { PAYLOAD_SCHEMAS, RESULT_SCHEMAS } from './roles.js';
 import { TaskEnvelopeSchema, TaskReplySchema } from './task.js';
 import { CrashNoticeSchema, QueueStatsSchema, TaskProgressSchema } from './task-queue.js';
 import { RunResultSchema } from './run-result.js';
@@ -12,17 +12,7 @@ import { PriceTableSchema, UsageSchema } from './usage.js';
 import { ExtendRequestSchema, RunIdRequestSchema, RunServiceReplySchema, SubmitRequestSchema } from './run-service.js';
 import { ParCheckpointSchema, ParPolicySchema, PolicyDecisionSchema } from './par-policy.js';
 import { GoalCheckpointSchema, GoalDecisionSchema, GoalPolicySchema } from './par-goal.js';
-import {
-  ParActPayloadSchema,
-  ParActionSchema,
-  ParCommandPayloadSchema,
-  ParCommandResultSchema,
-  ParPlanPayloadSchema,
-  ParPlanSchema,
-  ParReviewPayloadSchema,
-  ParReviewSchema,
-  ParTaskFileSchema,
-} from './par.js';
+import { ParTaskFileSchema } from './par.js';
 
 /** Every wire schema, by the file name its JSON Schema is published under. */
 const WIRE_SCHEMAS = {
@@ -33,9 +23,9 @@ const WIRE_SCHEMAS = {
   score: ScoreSchema,
   evaluation: EvaluationSchema,
   revision: ReviseAnswerSchema,
-  'payload.criteria': CriteriaPayloadSchema,
-  'payload.evaluate': EvaluatePayloadSchema,
-  'payload.revise': RevisePayloadSchema,
+  'payload.criteria': PAYLOAD_SCHEMAS.criteria,
+  'payload.evaluate': PAYLOAD_SCHEMAS.evaluate,
+  'payload.revise': PAYLOAD_SCHEMAS.revise,
   'task-envelope': TaskEnvelopeSchema,
   'task-reply': TaskReplySchema,
   'task-progress': TaskProgressSchema,
@@ -55,14 +45,14 @@ const WIRE_SCHEMAS = {
   'par.goal-policy': GoalPolicySchema,
   'par.goal-checkpoint': GoalCheckpointSchema,
   'par.goal-decision': GoalDecisionSchema,
-  'payload.par.plan': ParPlanPayloadSchema,
-  'payload.par.act': ParActPayloadSchema,
-  'payload.par.review': ParReviewPayloadSchema,
-  'payload.par.command': ParCommandPayloadSchema,
-  'par.plan': ParPlanSchema,
-  'par.action': ParActionSchema,
-  'par.review': ParReviewSchema,
-  'par.command-result': ParCommandResultSchema,
+  'payload.par.plan': PAYLOAD_SCHEMAS['par.plan'],
+  'payload.par.act': PAYLOAD_SCHEMAS['par.act'],
+  'payload.par.review': PAYLOAD_SCHEMAS['par.review'],
+  'payload.par.command': PAYLOAD_SCHEMAS['par.command'],
+  'par.plan': RESULT_SCHEMAS['par.plan'],
+  'par.action': RESULT_SCHEMAS['par.act'],
+  'par.review': RESULT_SCHEMAS['par.review'],
+  'par.command-result': RESULT_SCHEMAS['par.command'],
   'par.task-file': ParTaskFileSchema,
 } as const;
 

@@ -21,21 +21,26 @@ const count = z.int().min(0);
 const nullableCount = count.nullable();
 const seconds = z.number().min(0);
 
-export const GoalUsageSchema = z.strictObject({
-  input_tokens: nullableCount,
-  cached_input_tokens: nullableCount,
-  output_tokens: nullableCount,
-  cost_microusd: nullableCount,
+/** Token and cost figures, each of the given type (unknown usage is null in totals, never in limits). */
+const usageFields = <T extends z.ZodType>(figure: T) => ({
+  input_tokens: figure,
+  cached_input_tokens: figure,
+  output_tokens: figure,
+  cost_microusd: figure,
 });
-export type GoalUsage = z.infer<typeof GoalUsageSchema>;
-
-export const GoalTotalsSchema = z.strictObject({
+/** What a goal counts, and so what its limits can bound. */
+const goalFigures = <T extends z.ZodType>(usage: T) => ({
   cycle: count,
   tool_calls: count,
   elapsed_seconds: seconds,
   children_spawned: count,
-  ...GoalUsageSchema.shape,
+  ...usageFields(usage),
 });
+
+export const GoalUsageSchema = z.strictObject(usageFields(nullableCount));
+export type GoalUsage = z.infer<typeof GoalUsageSchema>;
+
+export const GoalTotalsSchema = z.strictObject(goalFigures(nullableCount));
 export type GoalTotals = z.infer<typeof GoalTotalsSchema>;
 
 /** agent-policy-2: a v1 policy (`base_policy`) plus whole-goal budgets and a reviewer's reserved child slot. */
@@ -43,18 +48,7 @@ export const GoalPolicySchema = z.strictObject({
   schema_version: z.literal(2),
   policy_id: nonBlank,
   base_policy: ParPolicySchema,
-  goal_limits: z
-    .strictObject({
-      cycle: count,
-      tool_calls: count,
-      elapsed_seconds: seconds,
-      children_spawned: count,
-      input_tokens: count,
-      cached_input_tokens: count,
-      output_tokens: count,
-      cost_microusd: count,
-    })
-    .partial(),
+  goal_limits: z.strictObject(goalFigures(count)).partial(),
   reviewer_reserve: count,
 });
 export type GoalPolicy = z.infer<typeof GoalPolicySchema>;

@@ -6,6 +6,13 @@ import { handleTask } from '../handle-task.js';
 import { createScriptedProvider } from '../providers/scripted-provider.js';
 import { runCritiqueCommand, OUTPUT_TAIL_CHARS } from './critique-command.js';
 
+/** A par.command task through the whole handler path (schema check included). */
+const commandTask = (taskId: string, payload: Record<string, unknown>) =>
+  handleTask(
+    { v: 1, taskId, role: 'par.command', attempt: 1, deadline: 0, payload },
+    createScriptedProvider(() => ({})),
+  );
+
 const files = { 'check.sh': 'echo "checking $(cat input.txt)"\nexit 3\n', 'input.txt': 'the artifact' };
 
 describe('par.command: a command critique against the artifact', () => {
@@ -48,34 +55,19 @@ describe('par.command: a command critique against the artifact', () => {
   });
 
   it('a par.command task with a field the schema does not know is rejected before anything runs', async () => {
-    const reply = await handleTask(
-      {
-        v: 1,
-        taskId: 't1',
-        role: 'par.command',
-        attempt: 1,
-        deadline: 0,
-        payload: { artifact: files, command: 'touch /tmp/should-not-run', timeout_ms: 1000, run_id: 'r1' },
-      },
-      createScriptedProvider(() => ({})),
-    );
+    const reply = await commandTask('t1', {
+      artifact: files,
+      command: 'touch /tmp/should-not-run',
+      timeout_ms: 1000,
+      run_id: 'r1',
+    });
     expect(reply.ok).toBe(false);
     expect(!reply.ok && reply.error).toMatchObject({ code: 'INVALID_INPUT' });
     expect(!reply.ok && reply.error.message).toContain('run_id');
   });
 
   it('refuses paths that leave the workspace', async () => {
-    const reply = await handleTask(
-      {
-        v: 1,
-        taskId: 't2',
-        role: 'par.command',
-        attempt: 1,
-        deadline: 0,
-        payload: { artifact: { '../escape.txt': 'x' }, command: 'true', timeout_ms: 1000 },
-      },
-      createScriptedProvider(() => ({})),
-    );
+    const reply = await commandTask('t2', { artifact: { '../escape.txt': 'x' }, command: 'true', timeout_ms: 1000 });
     expect(reply.ok).toBe(false);
   });
 });

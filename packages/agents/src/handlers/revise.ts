@@ -17,29 +17,18 @@ import { answerJsonSchema, type HandlerOutput } from './handler.js';
 const FULL_JSON_SCHEMA = answerJsonSchema(RevisionSchema);
 const EDITS_JSON_SCHEMA = answerJsonSchema(EditsRevisionSchema);
 
-/** Wave 3 in full-text form: the whole artifact, revised. */
-function reviseInFull(payload: RevisePayload, model: ModelProvider, maxRepairs: number) {
-  return generateValidated({
+/**
+ * One Wave 3 request: in full-text form the whole artifact, revised; in edit form, edits that
+ * apply exactly once each to the artifact given (checked before answering).
+ */
+function reviseAs(form: 'full' | 'edits', payload: RevisePayload, model: ModelProvider, maxRepairs: number) {
+  return generateValidated<ReviseAnswer>({
     model,
     role: 'revise',
-    system: REVISE_SYSTEM,
+    system: form === 'full' ? REVISE_SYSTEM : REVISE_EDITS_SYSTEM,
     prompt: revisePrompt(payload),
-    schema: RevisionSchema,
-    jsonSchema: FULL_JSON_SCHEMA,
-    payload,
-    maxRepairs,
-  });
-}
-
-/** Wave 3 in edit form: edits that apply exactly once each to the artifact given (checked before answering). */
-function reviseByEdits(payload: RevisePayload, model: ModelProvider, maxRepairs: number) {
-  return generateValidated({
-    model,
-    role: 'revise',
-    system: REVISE_EDITS_SYSTEM,
-    prompt: revisePrompt(payload),
-    schema: editsSchemaFor(payload),
-    jsonSchema: EDITS_JSON_SCHEMA,
+    schema: form === 'full' ? RevisionSchema : editsSchemaFor(payload),
+    jsonSchema: form === 'full' ? FULL_JSON_SCHEMA : EDITS_JSON_SCHEMA,
     payload,
     maxRepairs,
   });
@@ -53,17 +42,17 @@ function reviseByEdits(payload: RevisePayload, model: ModelProvider, maxRepairs:
  */
 export async function revise(payload: RevisePayload, model: ModelProvider): Promise<HandlerOutput<ReviseAnswer>> {
   const mode = model.answers?.revise ?? 'auto';
-  if (!usesEdits(mode, payload.artifact)) return reviseInFull(payload, model, DEFAULT_MAX_REPAIRS);
-  if (mode === 'edits') return reviseByEdits(payload, model, DEFAULT_MAX_REPAIRS);
+  if (!usesEdits(mode, payload.artifact)) return reviseAs('full', payload, model, DEFAULT_MAX_REPAIRS);
+  if (mode === 'edits') return reviseAs('edits', payload, model, DEFAULT_MAX_REPAIRS);
   try {
-    return await reviseByEdits(payload, model, DEFAULT_MAX_REPAIRS - 1);
+    return await reviseAs('edits', payload, model, DEFAULT_MAX_REPAIRS - 1);
   } catch (error) {
     const failure = PolishError.from(error);
     if (failure.code !== 'CONTRACT_VIOLATION') throw failure;
     // Edits keep failing: this model gets the full-text form, as a fresh request.
     const spent = failure.usage;
     try {
-      const full = await reviseInFull(payload, model, 0);
+      const full = await reviseAs('full', payload, model, 0);
       return spent ? { ...full, usage: addUsage(spent, full.usage) } : full;
     } catch (fullError) {
       const fullFailure = PolishError.from(fullError);

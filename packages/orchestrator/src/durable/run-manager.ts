@@ -11,7 +11,7 @@ import {
 } from '@polish/protocol';
 import { POLISH_MACHINE_VERSION, type PolishContext } from '../polish/polish-machine.js';
 import type { WaveOutput } from '../polish/wave-actors.js';
-import { toRunResult } from '../polish/run-result.js';
+import { runFinishedOf, toRunResult } from '../polish/run-result.js';
 import { resolveBudget } from '../polish/budget.js';
 import { drivePolish, parseRunSpec, type PolishActor, type PolishRun, type PolishStart } from '../polish/run-polish.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
@@ -359,17 +359,7 @@ export function createRunManager(options: RunManagerOptions): RunManager {
 
   /** run.finished of a run that ended without an actor here (cancelled from its record, or republished after a crash). */
   function publishFinished(runId: string, result: RunResult, cap: number, { quiet = false } = {}): Promise<void> {
-    const event: RunEvent = {
-      type: 'run.finished',
-      status: result.status,
-      iterations: result.iterations,
-      usage: result.usage,
-      ...(result.cost ? { cost: result.cost } : {}),
-      ...(result.quorum ? { quorum: result.quorum } : {}),
-      ...(result.budget ? { budget: result.budget } : {}),
-      runId,
-      at: now(),
-    };
+    const event: RunEvent = { ...runFinishedOf(result), runId, at: now() };
     if (!quiet) options.onEvent?.(event);
     return options.store.publishEvent(event, finishedId(runId, cap)).catch(() => undefined);
   }

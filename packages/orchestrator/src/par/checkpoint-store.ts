@@ -1,18 +1,8 @@
-import {
-  closeSync,
-  fsyncSync,
-  linkSync,
-  lstatSync,
-  openSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  writeSync,
-} from 'node:fs';
-import { randomBytes } from 'node:crypto';
+import { lstatSync, readFileSync } from 'node:fs';
 import { basename, dirname, join, parse, resolve, sep } from 'node:path';
 import { invalidInput, isInvalidInput, type GoalCheckpointInput } from '@polish/protocol';
 import { withLockFile } from '../lock-file.js';
+import { writeFileAtomic } from '../write-file-atomic.js';
 import { sha256 } from '../hash.js';
 import { prettySortedJson } from './canonical-json.js';
 import { parseStrictJson } from './strict-json.js';
@@ -40,31 +30,6 @@ function checkNoLinks(path: string): void {
       throw refused(`cannot inspect ${current} (${errorCode(error)})`);
     }
     if (isLink) throw refused(`the checkpoint path contains a symbolic link: ${current}`);
-  }
-}
-
-/** Writes bytes to a new fsynced temporary file beside `path` and returns its name. */
-function writeTemporary(path: string, text: string): string {
-  const temporary = join(dirname(path), `.${basename(path)}.${process.pid}.${randomBytes(6).toString('hex')}.tmp`);
-  const fd = openSync(temporary, 'wx', 0o644);
-  try {
-    writeSync(fd, text);
-    fsyncSync(fd);
-  } catch (error) {
-    rmSync(temporary, { force: true });
-    throw error;
-  } finally {
-    closeSync(fd);
-  }
-  return temporary;
-}
-
-function syncDirectory(path: string): void {
-  const fd = openSync(dirname(path), 'r');
-  try {
-    fsyncSync(fd);
-  } finally {
-    closeSync(fd);
   }
 }
 
@@ -111,14 +76,7 @@ export function advanceGoalFile(
     if (expectedSha256 !== undefined && actual !== expectedSha256)
       throw refused(`checkpoint hash conflict: expected ${expectedSha256}, found ${actual}`);
     const updated = advanceCheckpoint(state, policy, requestId, secrets);
-    const temporary = writeTemporary(checkpoint, prettySortedJson(updated));
-    try {
-      renameSync(temporary, checkpoint);
-    } catch (error) {
-      rmSync(temporary, { force: true });
-      throw error;
-    }
-    syncDirectory(checkpoint);
+    writeFileAtomic(checkpoint, prettySortedJson(updated), { mode: 0o644, durable: true });
     return updated;
   });
 }
@@ -134,16 +92,12 @@ export function createGoalFile(path: string, state: GoalCheckpointInput): GoalCh
     throw refused(`the checkpoint's folder does not exist: ${dirname(checkpoint)}`);
   }
   return withLockFile(`${checkpoint}.lock`, () => {
-    const temporary = writeTemporary(checkpoint, prettySortedJson(validated));
     try {
-      linkSync(temporary, checkpoint);
+      writeFileAtomic(checkpoint, prettySortedJson(validated), { mode: 0o644, durable: true, overwrite: false });
     } catch (error) {
       if (errorCode(error) === 'EEXIST') throw refused(`checkpoint already exists: ${checkpoint}`);
       throw error;
-    } finally {
-      rmSync(temporary, { force: true });
     }
-    syncDirectory(checkpoint);
     return validated;
   });
 }

@@ -51,20 +51,13 @@ describe('classifyCycle', () => {
   });
 
   it('counts the same failure again, and resets on a different one', () => {
-    const first = classifyCycle(start, cycle({ failureSignature: 'test_a', evidenceRefs: ['run:1'] }), undefined, now);
-    const again = classifyCycle(
-      first.checkpoint,
-      cycle({ failureSignature: 'test_a', evidenceRefs: ['run:2'] }),
-      'test_a',
-      now,
-    );
+    // One failing cycle after another, each with fresh evidence.
+    const failing = (checkpoint: typeof start, signature: string, evidence: string, previous?: string) =>
+      classifyCycle(checkpoint, cycle({ failureSignature: signature, evidenceRefs: [evidence] }), previous, now);
+    const first = failing(start, 'test_a', 'run:1');
+    const again = failing(first.checkpoint, 'test_a', 'run:2', 'test_a');
     expect(again.checkpoint.same_failure_retries).toBe(1);
-    const other = classifyCycle(
-      again.checkpoint,
-      cycle({ failureSignature: 'test_b', evidenceRefs: ['run:3'] }),
-      'test_a',
-      now,
-    );
+    const other = failing(again.checkpoint, 'test_b', 'run:3', 'test_a');
     expect(other.checkpoint.same_failure_retries).toBe(0);
   });
 

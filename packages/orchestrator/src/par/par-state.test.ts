@@ -1,30 +1,13 @@
 import { describe, expect, it } from 'vitest';
-import { ParCheckpointSchema } from '@polish/protocol';
 import { newGoal } from './goal-slices.js';
+import { freshCheckpoint } from './par-task.js';
 import { addRoleUsage, cycleUsage, documentOf, parStateOf, withUsage } from './par-state.js';
 import type { ParCycleMetrics } from '@polish/protocol';
 
 // Unknown usage stays unknown (null), never 0: one call without a price makes every total it
 // is part of unknown, through the cycle, the goal's slice usage and its totals.
 
-const fresh = ParCheckpointSchema.parse({
-  schema_version: 1,
-  task_id: 't',
-  parent_id: null,
-  status: 'running',
-  cycle: 0,
-  tool_calls: 0,
-  elapsed_seconds: 0,
-  transcript_bytes: 0,
-  same_failure_retries: 0,
-  no_evidence_cycles: 0,
-  active_children: 0,
-  evidence_refs: [],
-  decisions: [],
-  overrides: [],
-  stop_reason: null,
-  updated_at: '2026-11-30T00:00:00Z',
-});
+const fresh = freshCheckpoint('t', new Date('2026-11-30T00:00:00Z'));
 const priced = { input_tokens: 100, cached_input_tokens: 10, output_tokens: 20, cost_microusd: 300 };
 const metrics = (byRole: ParCycleMetrics['by_role']): ParCycleMetrics => ({
   by_role: byRole,

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { ParCheckpointSchema, ParTaskFileSchema, type ParPolicy } from '@polish/protocol';
+import { ParTaskFileSchema, type ParPolicy } from '@polish/protocol';
+import { freshCheckpoint } from './par-task.js';
 import { checkTaskSpec, pendingActionHash, signTaskSpec, specHash } from './task-spec.js';
 
 // What a human decision and a task's gates are bound to (issue 15).
@@ -19,24 +20,14 @@ const task = ParTaskFileSchema.parse({
   cycles: [],
   final_status: null,
 });
-const checkpoint = ParCheckpointSchema.parse({
-  schema_version: 1,
-  task_id: 't',
-  parent_id: null,
-  status: 'waiting_for_human',
+const checkpoint = {
+  ...freshCheckpoint('t', new Date('2026-11-30T00:00:00Z')),
+  status: 'waiting_for_human' as const,
   cycle: 2,
   tool_calls: 6,
   elapsed_seconds: 1,
   transcript_bytes: 10,
-  same_failure_retries: 0,
-  no_evidence_cycles: 0,
-  active_children: 0,
-  evidence_refs: [],
-  decisions: [],
-  overrides: [],
-  stop_reason: null,
-  updated_at: '2026-11-30T00:00:00Z',
-});
+};
 const files = { 'add.js': 'return a + b', 'test.js': 'assert' };
 const SECRET = 'an approver secret';
 const policy = {

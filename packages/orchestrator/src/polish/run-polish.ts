@@ -15,7 +15,7 @@ import { estimateCost } from './cost.js';
 import { budgetReport, resolveBudget, spentOf } from './budget.js';
 import { polishMachine, type PolishInput } from './polish-machine.js';
 import { createWaveActors, type WaveLedger } from './wave-actors.js';
-import { toRunResult, type PolishFinalState } from './run-result.js';
+import { runFinishedOf, toRunResult, type PolishFinalState } from './run-result.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { UnstampedEvent } from '../dispatch/validated-dispatch.js';
 
@@ -188,15 +188,7 @@ export function drivePolish(
           ? { ...base, cost: estimateCost(base.usage_by_model, options.prices) }
           : base;
         void (persistence?.ended(actor, runResult) ?? Promise.resolve()).then(() => {
-          report({
-            type: 'run.finished',
-            status: runResult.status,
-            iterations: runResult.iterations,
-            usage: runResult.usage,
-            ...(runResult.cost ? { cost: runResult.cost } : {}),
-            ...(runResult.quorum ? { quorum: runResult.quorum } : {}),
-            ...(runResult.budget ? { budget: runResult.budget } : {}),
-          });
+          report(runFinishedOf(runResult));
           span.setAttributes({
             'polish.status': runResult.status,
             'polish.iterations': runResult.iterations,

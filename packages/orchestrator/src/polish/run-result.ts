@@ -1,4 +1,4 @@
-import type { CriterionVerdict, QuorumReport, RunResult } from '@polish/protocol';
+import type { CriterionVerdict, QuorumReport, RunEvent, RunResult } from '@polish/protocol';
 import { bestVersion, verdictsOf } from './verdict.js';
 import { budgetReport, spentOf } from './budget.js';
 import type { PolishContext } from './loop-context.js';
@@ -50,6 +50,8 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
     ...(budget ? { budget } : {}),
   };
   const best = bestVersion(context.history);
+  // A run that stops early still returns the best version it has, the input only before any evaluation.
+  const bestSoFar = best?.artifact ?? context.spec.artifact;
   switch (state) {
     case 'converged': {
       const last = context.history.at(-1);
@@ -72,7 +74,7 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
         status: 'BUDGET_EXHAUSTED',
         ...common,
         reason: context.budgetStop?.reason ?? 'the budget is spent',
-        artifact: best?.artifact ?? context.spec.artifact,
+        artifact: bestSoFar,
         ...(best ? { best_iteration: best.iteration, scores: best.scores } : {}),
         remaining_gaps: best?.blocking_gaps ?? [],
       };
@@ -82,14 +84,27 @@ export function toRunResult(state: PolishFinalState, context: PolishContext): Ru
         ...common,
         code: context.failure?.code ?? 'INTERNAL',
         reason: context.failure?.reason ?? 'the run failed without a recorded reason',
-        artifact: best?.artifact ?? context.spec.artifact,
+        artifact: bestSoFar,
       };
     case 'cancelled':
       return {
         status: 'CANCELLED',
         ...common,
         reason: context.failure?.reason ?? 'cancelled',
-        artifact: best?.artifact ?? context.spec.artifact,
+        artifact: bestSoFar,
       };
   }
+}
+
+/** The run.finished event of a result (the caller stamps run id and time). */
+export function runFinishedOf(result: RunResult): Omit<Extract<RunEvent, { type: 'run.finished' }>, 'runId' | 'at'> {
+  return {
+    type: 'run.finished',
+    status: result.status,
+    iterations: result.iterations,
+    usage: result.usage,
+    ...(result.cost ? { cost: result.cost } : {}),
+    ...(result.quorum ? { quorum: result.quorum } : {}),
+    ...(result.budget ? { budget: result.budget } : {}),
+  };
 }

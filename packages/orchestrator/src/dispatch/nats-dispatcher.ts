@@ -16,6 +16,7 @@ import {
   type TaskRole,
 } from '@polish/protocol';
 import { sha256 } from '../hash.js';
+import { retrying } from '../nats-retry.js';
 import type { DispatchOptions, Dispatcher, DispatchOutcome, DispatchProgress } from './dispatcher.js';
 import { openTaskQueue, type TaskQueue, type TaskQueueOptions } from './task-queue.js';
 import { createQueueWatch, type QueueWatch } from './queue-watch.js';
@@ -322,10 +323,16 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
             .catch(() => null);
           if (kept) return answer(task, kept.data);
         }
-        const ack = await queue.js.publish(taskSubject(role, prefix), JSON.stringify(envelope), {
-          msgID: key,
-          ...(traceHeaders ? { headers: traceHeaders } : {}),
-        });
+        // A cluster electing a stream leader answers 503 for a while: the same message id is
+        // published again (deduplicated by the stream) rather than failing the run.
+        const ack = await retrying(
+          () =>
+            queue.js.publish(taskSubject(role, prefix), JSON.stringify(envelope), {
+              msgID: key,
+              ...(traceHeaders ? { headers: traceHeaders } : {}),
+            }),
+          () => connection.isClosed() || !pending.has(key),
+        );
         task.seq = ack.seq;
         bySeq.set(ack.seq, task);
         if (!pending.has(key)) {

@@ -141,21 +141,16 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
     await nats?.stop();
   });
 
+  /** `polish run` of the demo over this test's NATS, its workers local, the result as JSON. */
+  const runDemo = () =>
+    polish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--local', '--json']);
+
   it('serves every evaluation of a polish run, and the run follows its rule to CONVERGED', async () => {
     const worker = await startForeignWorker(nats.server.url, KEYWORDS);
     const events = followEvents(nats);
     try {
       await events.ready();
-      const { code, stdout, stderr } = await polish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        goal,
-        '--nats',
-        nats.server.url,
-        '--local',
-        '--json',
-      ]);
+      const { code, stdout, stderr } = await runDemo();
       expect(code, stderr).toBe(0);
       const result = RunResultSchema.parse(JSON.parse(stdout));
       expect(result.status).toBe('CONVERGED');
@@ -202,16 +197,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
   it('a verdict that leaves a criterion out is rejected: the run ends FAILED (exit 4) with a contract violation naming evaluate', async () => {
     const worker = await startForeignWorker(nats.server.url, [...KEYWORDS, '--malformed']);
     try {
-      const { code, stdout, stderr } = await polish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        goal,
-        '--nats',
-        nats.server.url,
-        '--local',
-        '--json',
-      ]);
+      const { code, stdout, stderr } = await runDemo();
       expect(code, stderr).toBe(4);
       const result = RunResultSchema.parse(JSON.parse(stdout));
       expect(result.status).toBe('FAILED');

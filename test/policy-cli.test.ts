@@ -269,25 +269,28 @@ describe('polish policy validate, checkpoint validate, doctor', () => {
 });
 
 describe('polish policy checkpoint migrate|advance (v2 goal slices)', () => {
+  const migrate = (checkpointFile: string, policyFile: string, metadataFile: string, output: string) =>
+    polish([
+      'policy',
+      'checkpoint',
+      'migrate',
+      '--checkpoint',
+      checkpointFile,
+      '--policy',
+      policyFile,
+      '--metadata',
+      metadataFile,
+      '--output',
+      output,
+    ]);
+
   it(`${GOAL_CLI_TEST}: migrate writes a v2 copy and leaves the source; advance once per request id; a stale hash changes nothing (${STORE_PY})`, async () => {
     const source = file('old.json', checkpoint({ cycle: 3, evidence_refs: ['test:pass'] }));
     const original = readFileSync(source, 'utf8');
     const goalPolicyFile = file('goal-policy.json', goalPolicy());
     const metadata = file('metadata.json', { goal_id: 'goal', next_step: 'review' });
     const target = join(directory, 'new.json');
-    const migrated = await polish([
-      'policy',
-      'checkpoint',
-      'migrate',
-      '--checkpoint',
-      source,
-      '--policy',
-      goalPolicyFile,
-      '--metadata',
-      metadata,
-      '--output',
-      target,
-    ]);
+    const migrated = await migrate(source, goalPolicyFile, metadata, target);
     expect(migrated.code, migrated.stdout).toBe(0);
     expect(readFileSync(source, 'utf8')).toBe(original);
     const created = JSON.parse(readFileSync(target, 'utf8'));
@@ -311,81 +314,57 @@ describe('polish policy checkpoint migrate|advance (v2 goal slices)', () => {
     ]);
     expect(schemaErrors('policy-decision-2', decision)).toEqual([]);
 
-    const stale = await polish([
-      'policy',
-      'checkpoint',
-      'advance',
-      '--checkpoint',
-      target,
-      '--policy',
-      goalPolicyFile,
-      '--request-id',
-      'next',
-      '--expected-sha256',
-      '0'.repeat(64),
-    ]);
+    // `checkpoint advance` of the target under the goal policy, as request `requestId`, expecting `sha`.
+    const advance = (requestId: string, sha: string) =>
+      polish([
+        'policy',
+        'checkpoint',
+        'advance',
+        '--checkpoint',
+        target,
+        '--policy',
+        goalPolicyFile,
+        '--request-id',
+        requestId,
+        '--expected-sha256',
+        sha,
+      ]);
+    const stale = await advance('next', '0'.repeat(64));
     expect(stale.code).toBe(2);
     expect(JSON.parse(stale.stdout).errors[0]).toMatch(/checkpoint hash conflict: expected 0{64}, found [a-f0-9]{64}/);
     expect(JSON.parse(readFileSync(target, 'utf8'))).toEqual(created);
 
     const digest = sha256(target);
-    const args = [
-      'policy',
-      'checkpoint',
-      'advance',
-      '--checkpoint',
-      target,
-      '--policy',
-      goalPolicyFile,
-      '--request-id',
-      'next',
-      '--expected-sha256',
-      digest,
-    ];
-    const first = await polish(args);
+    const first = await advance('next', digest);
     expect(first.code, first.stdout).toBe(0);
     expect(JSON.parse(first.stdout).slice_id).toBe(1);
     const saved = readFileSync(target, 'utf8');
     expect(schemaErrors('task-checkpoint-2', JSON.parse(saved))).toEqual([]);
-    const duplicate = await polish(args);
+    const duplicate = await advance('next', digest);
     expect([duplicate.code, JSON.parse(duplicate.stdout).slice_id]).toEqual([0, 1]);
     expect(readFileSync(target, 'utf8')).toBe(saved);
     // The same stale hash with a new request id is refused: the file changed since it was read.
-    const again = await polish([...args.slice(0, -4), '--request-id', 'other', '--expected-sha256', digest]);
+    const again = await advance('other', digest);
     expect(again.code).toBe(2);
     expect(readFileSync(target, 'utf8')).toBe(saved);
   });
 
   it(`${GOAL_CLI_TEST}: migrate never overwrites its destination`, async () => {
     const target = file('target.json', { user: 'data' });
-    const run = await polish([
-      'policy',
-      'checkpoint',
-      'migrate',
-      '--checkpoint',
+    const run = await migrate(
       file('old2.json', checkpoint()),
-      '--policy',
       file('gp.json', goalPolicy()),
-      '--metadata',
       file('m.json', { goal_id: 'goal', next_step: 'review' }),
-      '--output',
       target,
-    ]);
+    );
     expect(run.code).toBe(2);
     expect(JSON.parse(readFileSync(target, 'utf8'))).toEqual({ user: 'data' });
-    const extra = await polish([
-      'policy',
-      'checkpoint',
-      'migrate',
-      '--checkpoint',
+    const extra = await migrate(
       file('old3.json', checkpoint()),
-      '--policy',
       file('gp.json', goalPolicy()),
-      '--metadata',
       file('m2.json', { goal_id: 'g', next_step: 'r', extra: 1 }),
-      '--output',
       join(directory, 'never.json'),
-    ]);
+    );
     expect([extra.code, JSON.parse(extra.stdout).errors]).toEqual([
       2,
       ['migration metadata requires goal_id and next_step only'],

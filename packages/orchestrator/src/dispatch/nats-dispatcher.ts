@@ -67,6 +67,8 @@ interface PendingTask {
   queuedAt: number;
   /** When its current delivery was taken; undefined while it waits in the queue. */
   takenAt: number | undefined;
+  /** Whether task.queued has been reported (it is, once, before anything else). */
+  queuedReported: boolean;
   deliveries: number;
   maxAttempts: number;
   timeoutMs: number;
@@ -227,8 +229,17 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     task.safety.unref?.();
   };
 
+  // A worker's "taken" can arrive before the stream's publish ack: "queued" is then said first,
+  // once, so every task reads queued → taken in its events.
+  const reportQueued = (task: PendingTask, ahead: number) => {
+    if (task.queuedReported) return;
+    task.queuedReported = true;
+    task.onProgress?.({ type: 'queued', ahead });
+  };
+
   const onTaskProgress = (task: PendingTask, progress: ReturnType<typeof TaskProgressSchema.parse>) => {
     if (progress.state === 'taken') {
+      reportQueued(task, 0);
       task.deliveries = Math.max(task.deliveries, progress.delivery);
       task.takenAt = Date.now();
       task.onProgress?.({
@@ -301,6 +312,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         seq: undefined,
         queuedAt: Date.now(),
         takenAt: undefined,
+        queuedReported: false,
         deliveries: 0,
         maxAttempts,
         timeoutMs,
@@ -340,8 +352,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           await queue.manager.streams.deleteMessage(queue.names.tasksStream, ack.seq, false).catch(() => undefined);
           return;
         }
-        // A worker's "taken" can arrive before the stream's publish ack: then "queued" is stale news.
-        if (task.deliveries === 0) task.onProgress?.({ type: 'queued', ahead: watch?.queuedAhead(role) ?? 0 });
+        reportQueued(task, watch?.queuedAhead(role) ?? 0);
         watch?.wake();
       })().catch((error: unknown) => {
         if (!pending.has(key)) return;

@@ -101,6 +101,8 @@ export async function startRunService(
       },
     });
   }
+  // Ready means the server has the subscriptions: a request sent right after must find them.
+  await connection.flush();
   return service;
 }
 

@@ -452,40 +452,27 @@ describe('polish par', () => {
 
   it('refuses bad input with one line naming the problem, and writes nothing', async () => {
     const ws = workspace();
-    const noCommand = await polish([
-      'par',
-      'run',
-      '--topic',
-      't',
-      '--workspace',
-      ws.directory,
-      '--goal',
-      'g',
-      '--acceptance',
-      'a',
-      '--critique',
-      'command',
-      '--policy',
-      'policy.json',
-    ]);
+    const parRun = (critique: string, policy: string) =>
+      polish([
+        'par',
+        'run',
+        '--topic',
+        't',
+        '--workspace',
+        ws.directory,
+        '--goal',
+        'g',
+        '--acceptance',
+        'a',
+        '--critique',
+        critique,
+        '--policy',
+        policy,
+      ]);
+    const noCommand = await parRun('command', 'policy.json');
     expect(noCommand.code).toBe(2);
     expect(noCommand.stderr).toMatch(/invalid input: command: required with --critique command/);
-    const badPolicy = await polish([
-      'par',
-      'run',
-      '--topic',
-      't',
-      '--workspace',
-      ws.directory,
-      '--goal',
-      'g',
-      '--acceptance',
-      'a',
-      '--critique',
-      'self',
-      '--policy',
-      'missing.json',
-    ]);
+    const badPolicy = await parRun('self', 'missing.json');
     expect(badPolicy.code).toBe(2);
     expect(badPolicy.stderr).toMatch(/policy: cannot read .*missing.json/);
     const noTopic = await polish(['par', 'resume', '--topic', 'nothing-here', '--workspace', ws.directory]);

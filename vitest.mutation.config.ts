@@ -16,6 +16,7 @@ export default defineConfig({
   },
   test: {
     include: [
+      'test/permission-table.test.ts',
       'packages/protocol/src/**/*.test.ts',
       'packages/orchestrator/src/**/*.test.ts',
       'test/polish-loop.test.ts',

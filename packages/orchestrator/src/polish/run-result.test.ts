@@ -130,7 +130,8 @@ describe('toRunResult', () => {
 
   it('a quorum reports how often the judges all agreed and how many verdicts stayed undecided', () => {
     const judge = (model: string, passes: boolean[]) => ({
-      model: { provider: 'scripted', model },
+      judge: model.charCodeAt(0) - 96,
+      model: { provider: 'scripted', model, scripted: true },
       scores: criteria.map((criterion, index) => score(criterion.id, passes[index] ?? false)),
     });
     const record = computeVerdict({

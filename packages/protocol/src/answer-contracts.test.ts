@@ -1,7 +1,7 @@
 // The answer contracts every agent reply is checked against (in the agent's repair loop and
 // again by the orchestrator): each rule, with the message that names what is wrong.
 import { describe, expect, it } from 'vitest';
-import type { z } from 'zod';
+import { z } from 'zod';
 import { CriteriaListSchema, CriteriaResultSchema, CriterionSchema, MAX_CRITERIA } from './criteria.js';
 import { evaluationSchemaFor, quoteFound } from './evaluation.js';
 import { readTolerantly } from './tolerant-read.js';
@@ -168,6 +168,32 @@ describe('readTolerantly', () => {
     expect(read.success).toBe(false);
     expect(read.dropped).toEqual(['overall']);
     if (!read.success) expect(read.error.issues.map((issue) => issue.message)).toEqual(['criterion C2 is not scored']);
+  });
+
+  it('reads again after dropping: fields a later stage of the schema does not know are dropped too', () => {
+    // The second schema of the pipe sees the answer only once the first accepts it.
+    const staged = z.strictObject({ n: z.unknown() }).pipe(z.strictObject({ n: z.strictObject({ a: z.number() }) }));
+    const answer = { x: 1, n: { a: 1, y: 2 } };
+    const before = structuredClone(answer);
+    expect(readTolerantly(staged, answer)).toEqual({ success: true, data: { n: { a: 1 } }, dropped: ['x', 'n.y'] });
+    expect(answer).toEqual(before);
+  });
+
+  it('gives up after 8 rounds when a dropped field does not go away (it is not where the schema saw it)', () => {
+    // The schema adds the object holding the unknown field: there is nothing to drop it from.
+    const filled = z.preprocess(
+      (value) => ({ ...(value as object), wrapped: { deep: { a: 1, x: 1 } } }),
+      z.strictObject({ wrapped: z.strictObject({ deep: z.strictObject({ a: z.number() }) }) }),
+    );
+    const read = readTolerantly(filled, {});
+    expect(read.success).toBe(false);
+    expect(read.dropped).toEqual(Array(8).fill('wrapped.deep.x'));
+    // Found where a null stood: nothing to delete from either, and no crash.
+    const replaced = z.preprocess(
+      (value) => ({ wrapped: (value as { wrapped: unknown }).wrapped ?? { a: 1, x: 1 } }),
+      z.strictObject({ wrapped: z.strictObject({ a: z.number() }) }),
+    );
+    expect(readTolerantly(replaced, { wrapped: null }).success).toBe(false);
   });
 
   it('an answer that is not an object fails without dropping anything', () => {

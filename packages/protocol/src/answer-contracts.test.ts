@@ -26,6 +26,7 @@ describe('quoteFound', () => {
     ['a span across other whitespace', 'limit is 100 requests per minute.', true],
     ['a quote with its own runs of whitespace', '  limit\tis\n100 ', true],
     ['words not in the artifact', '200 requests', false],
+    ['words run together that the artifact keeps apart', 'limitis', false],
     ['an empty quote', '', false],
     ['a quote of whitespace only', ' \n\t ', false],
   ])('%s: %s', (_name, quote, expected) => {

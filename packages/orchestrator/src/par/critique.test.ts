@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from './canonical-json.js';
-import { judgeCritique, lastNumber, normalizeOutput } from './critique.js';
+import { artifactDigest, judgeCritique, lastNumber, normalizeOutput } from './critique.js';
 
 const ran = (exit_code: number | null, output_tail: string, timed_out = false) => ({
   exit_code,
@@ -208,6 +208,7 @@ describe('judging a critique, field by field', () => {
     ['12ms 1.5 s 3 seconds 4 milliseconds 5us 6µs 7ns 8sec 9secs', Array(9).fill('<duration>').join(' ')],
     ['duration_ms: 1234.5 Duration=7 duration 8', 'duration_ms: <duration> Duration=<duration> duration <duration>'],
     ['42 tests, 3 failed', '42 tests, 3 failed'],
+    ['took 1.25 s, duration: 1.25', 'took <duration>, duration: <duration>'],
     ['x12ms 2026-1-1T1:1:1', 'x12ms 2026-1-1T1:1:1'],
   ])('normalizeOutput(%j) masks times and durations only', (text, expected) => {
     expect(normalizeOutput(text)).toBe(expected);
@@ -218,9 +219,14 @@ describe('judging a critique, field by field', () => {
     ['1.25e3 points', 1250],
     ['2E+2', 200],
     ['-7', -7],
+    ['1e12', 1e12],
     ['3.5', 3.5],
     ['none', undefined],
   ])('lastNumber(%j) is %s', (text, expected) => {
     expect(lastNumber(text)).toBe(expected);
+  });
+
+  it('an artifact is identified by the hash of its files in canonical JSON, whatever their order', () => {
+    expect(artifactDigest({ 'b.js': '2', 'a.js': '1' })).toBe(hash(canonicalJson({ 'a.js': '1', 'b.js': '2' })));
   });
 });

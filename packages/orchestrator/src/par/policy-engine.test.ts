@@ -335,6 +335,16 @@ describe('policy engine, exact reasons and boundaries', () => {
       signedPolicy,
       'checkpoint: two decisions of gate g at the same time',
     ],
+    [
+      'a checkpoint-interval override observed above the transcript',
+      {
+        transcript_bytes: 10,
+        pending_action_hash: ACTION,
+        overrides: [override('checkpoint_transcript_bytes', 150_000, 50)],
+      },
+      signedPolicy,
+      'checkpoint: overrides.0: observed_value must not exceed the current transcript_bytes',
+    ],
   ])('fails closed on %s, with exactly that reason', (_name, checkpoint, policy, expected) => {
     expect(reason(checkpoint, policy)).toEqual([`evaluation_error:${expected}`]);
   });

@@ -125,6 +125,13 @@ describe('toRunResult', () => {
     // Before any evaluation, each criterion is there with no verdict yet; without criteria, none is.
     expect(toRunResult('cancelled', context()).criteria_history).toEqual({ C1: [], C2: [] });
     expect(toRunResult('cancelled', context({ criteria: null })).criteria_history).toEqual({});
+    // Verdicts of criteria the context does not list (none in practice) are kept, not dropped.
+    expect(
+      toRunResult('cancelled', context({ criteria: null, history: history.slice(0, 1) })).criteria_history,
+    ).toEqual({
+      C1: ['fail'],
+      C2: ['fail'],
+    });
     expect(toRunResult('cancelled', context({ criteria: null }))).not.toHaveProperty('criteria');
   });
 
@@ -151,14 +158,24 @@ describe('toRunResult', () => {
       rule: 'majority',
       judges: [judge('a', [true, true]), judge('b', [true, false])],
     });
+    const agreed = computeVerdict({
+      iteration: 3,
+      artifact: 'version 3',
+      criteria,
+      threshold: 'pass_all',
+      rule: 'majority',
+      judges: [judge('a', [true, false]), judge('b', [true, false])],
+    });
     const quorum = { ...spec, judges: 3, quorum: 'majority' as const };
-    expect(toRunResult('capReached', context({ spec: quorum, history: [record, evenSplit] })).quorum).toEqual({
+    expect(toRunResult('capReached', context({ spec: quorum, history: [record, evenSplit, agreed] })).quorum).toEqual({
       judges: 3,
       rule: 'majority',
-      // Cells: C1 unanimous twice; C2 2 of 3, then 1 of 2 (undecided).
-      agreement_rate: 0.5,
+      // Cells: C1 unanimous three times; C2 2 of 3, then 1 of 2 (undecided), then unanimous.
+      agreement_rate: 4 / 6,
       undecided: 1,
     });
+    // Two judges are a quorum too.
+    expect(toRunResult('cancelled', context({ spec: { ...spec, judges: 2 } })).quorum).toMatchObject({ judges: 2 });
     expect(toRunResult('cancelled', context({ spec: quorum })).quorum).toEqual({
       judges: 3,
       rule: 'majority',

@@ -241,4 +241,47 @@ describe('computeVerdict, the remaining rules', () => {
     expect(record.blocking_gaps).toEqual(['C2: ']);
     expect(record.usage.model_calls).toBe(2);
   });
+
+  it('a failing criterion takes its gaps from failing judges only; no scores at all is refused; a fail without gap is a blank blocking gap', () => {
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      rule: 'unanimous',
+      judges: [
+        {
+          judge: 1,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: true, gap: 'a passing judge’s aside' },
+            { criterion_id: 'C2', pass: true },
+          ],
+        },
+        {
+          judge: 2,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: false, gap: 'the real gap' },
+            { criterion_id: 'C2', pass: true },
+          ],
+        },
+      ],
+    });
+    expect(record.scores[0]).toEqual({ criterion_id: 'C1', pass: false, gap: 'the real gap' });
+    expect(() => computeVerdict({ iteration: 1, artifact: 'a', criteria: two, threshold: 'pass_all' })).toThrow(
+      'criterion C1 is not scored',
+    );
+    const single = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      scores: [
+        { criterion_id: 'C1', pass: true },
+        { criterion_id: 'C2', pass: false },
+      ],
+    });
+    expect(single.blocking_gaps).toEqual(['C2: ']);
+  });
 });

@@ -3,7 +3,16 @@ import tseslint from 'typescript-eslint';
 import globals from 'globals';
 
 export default tseslint.config(
-  { ignores: ['**/dist/**', '**/node_modules/**', 'packages/protocol/schema/**', 'examples/par/project/**'] },
+  {
+    ignores: [
+      '**/dist/**',
+      '**/node_modules/**',
+      '.stryker-tmp/**',
+      'reports/**',
+      'packages/protocol/schema/**',
+      'examples/par/project/**',
+    ],
+  },
   js.configs.recommended,
   ...tseslint.configs.recommended,
   {

@@ -136,6 +136,12 @@ describe('polish inspect, in a browser', () => {
     // The diff view shows the revision between iterations.
     await page.locator('[data-testid=version-tabs] button[data-version="1"]').click();
     expect(await page.locator('[data-testid=diff] span.added').count()).toBeGreaterThan(0);
+    // The first version has nothing to diff against and is shown whole (issue 22): as text too.
+    await page.locator('[data-testid=version-tabs] button[data-version="0"]').click();
+    expect(await page.locator('[data-testid=diff] span').count()).toBe(0);
+    expect(await page.locator('[data-testid=diff]').textContent()).toContain(HOSTILE.trim());
+    expect(await page.locator('main script, main img').count()).toBe(0);
+    await page.locator('[data-testid=version-tabs] button[data-version="1"]').click();
 
     // A message on the timeline shows what the evaluator received: the artifact and the criteria.
     await page.locator('[data-testid=timeline] tr[data-role="evaluate"]').first().click();

@@ -202,6 +202,21 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     expect(demoRun.lines.join('\n')).toContain('3 worker processes ready');
     const result = RunResultSchema.parse(JSON.parse(demoRun.stdout()));
     expect([result.status, result.iterations]).toEqual(['CONVERGED', 3]);
+    // One worker process per task (issue 22): 1 criteria, 3 evaluate and 2 revise tasks, each
+    // answered by a process that served no other.
+    const answeredBy = demoRun.lines.flatMap((line) => {
+      const match = /^ {2}(\S+) answered by process (\d+)/.exec(line);
+      return match ? [{ role: match[1], pid: Number(match[2]) }] : [];
+    });
+    expect(answeredBy.map((answer) => answer.role)).toEqual([
+      'criteria',
+      'evaluate',
+      'revise',
+      'evaluate',
+      'revise',
+      'evaluate',
+    ]);
+    expect(new Set(answeredBy.map((answer) => answer.pid)).size).toBe(answeredBy.length);
     expect(processesTagged(tag)).toEqual([]);
   });
 

@@ -245,6 +245,45 @@ describe('polish loop: waves, threshold and cap (DESIGN §1)', () => {
     expect(result.status === 'CANCELLED' && result.reason).toBe('user pressed Ctrl-C');
     expect(result.artifact).toBe(spec.artifact);
   });
+
+  // Issue 22: a run that stops after evaluations keeps the best version so far, never the input.
+  // Version 2 is the best (2 of 3 pass); the run stops while version 2 is being revised.
+  const bestIsTwo = scenario({
+    verdicts: [
+      [F, F, F],
+      [T, T, F],
+    ],
+  });
+
+  it('ends CANCELLED with the best version so far when cancelled after evaluations', async () => {
+    const controller = new AbortController();
+    const { result } = await runScripted(
+      spec,
+      (request) => {
+        if (request.role === 'revise' && versionOf(String(request.payload.artifact)) === 2)
+          controller.abort('user pressed Ctrl-C');
+        return bestIsTwo(request);
+      },
+      { signal: controller.signal },
+    );
+    expect(result.status).toBe('CANCELLED');
+    expect(result.iterations).toBe(2);
+    expect(versionOf(result.artifact)).toBe(2);
+    expect(result.artifact).toBe(result.history[1]?.artifact);
+  });
+
+  it('ends FAILED with the best version so far when a wave fails after evaluations', async () => {
+    const { result } = await runScripted(spec, (request) =>
+      request.role === 'revise' && versionOf(String(request.payload.artifact)) === 2
+        ? 'not JSON at all'
+        : bestIsTwo(request),
+    );
+    expect(result.status).toBe('FAILED');
+    expect(result.status === 'FAILED' && result.code).toBe('CONTRACT_VIOLATION');
+    expect(result.iterations).toBe(2);
+    expect(versionOf(result.artifact)).toBe(2);
+    expect(result.artifact).toBe(result.history[1]?.artifact);
+  });
 });
 
 describe('contract repair inside the agent (re-ask with the validation error cited)', () => {

@@ -7,6 +7,8 @@ export interface RecordSaver {
   save(record: unknown): void;
   /** Resolves once the latest record queued so far is stored; rejects once a save has failed. */
   persisted(): Promise<void>;
+  /** The failure that stopped the saves, if one did. */
+  failure(): Error | undefined;
 }
 
 /**
@@ -48,5 +50,6 @@ export function createRecordSaver(store: RunStore, key: string): RecordSaver {
       if (written >= version) return Promise.resolve();
       return new Promise<void>((resolve, reject) => waiters.push({ version, resolve, reject }));
     },
+    failure: () => failure,
   };
 }

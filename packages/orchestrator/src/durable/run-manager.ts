@@ -225,6 +225,9 @@ export function createRunManager(options: RunManagerOptions): RunManager {
     // A machine that fails on its own (a snapshot that restored but cannot go on) is quarantined, not fatal.
     run.result.catch((error: unknown) => {
       if (error instanceof PolishError && error.code === 'CANCELLED') return;
+      // A record that could not be saved is no broken machine: the last one saved stands, and
+      // the run resumes from it (quarantining would overwrite that good snapshot).
+      if (error === saver.failure()) return;
       let state: unknown;
       try {
         state = run.actor.getSnapshot().value;

@@ -76,3 +76,56 @@ describe('classifyCycle', () => {
     expect(ParCheckpointSchema.safeParse(result.checkpoint).success).toBe(true);
   });
 });
+
+// Issue 22: what the mutation run found unchecked.
+describe('classifyCycle, every field', () => {
+  it('adds the children a cycle spawned, and takes the context sizes as they are now', () => {
+    const spawned = { ...start, children_spawned: 2, task_packet_tokens: 900 };
+    const result = classifyCycle(
+      spawned,
+      cycle({
+        childrenSpawned: 3,
+        context: { task_packet_tokens: 10, parent_summary_tokens: 1, memory_digest_tokens: 2, child_result_words: 3 },
+      }),
+      undefined,
+      now,
+    );
+    expect(result.checkpoint).toMatchObject({ children_spawned: 5, task_packet_tokens: 10, child_result_words: 3 });
+    expect(classifyCycle(spawned, cycle({}), undefined, now).checkpoint.children_spawned).toBe(2);
+  });
+
+  it('an error cites no evidence and says why', () => {
+    expect(classifyCycle(start, cycle({ verdict: 'error', evidenceRefs: ['run:1'] }), undefined, now)).toMatchObject({
+      acceptanceEvidence: [],
+      reason: 'the critique source failed: an infrastructure error ends the cycle',
+    });
+  });
+
+  it('a pass names the critique that accepted it', () => {
+    expect(classifyCycle(start, cycle({ critique: 'review', verdict: 'pass' }), undefined, now).reason).toBe(
+      'acceptance satisfied (review critique)',
+    );
+  });
+
+  it('a failure cites no evidence as acceptance, and says whether it is new or the same again', () => {
+    const first = classifyCycle(start, cycle({ failureSignature: 'x', evidenceRefs: ['run:1'] }), undefined, now);
+    expect([first.acceptanceEvidence, first.reason]).toEqual([[], 'a new failure']);
+    const again = classifyCycle(first.checkpoint, cycle({ failureSignature: 'x' }), 'x', now);
+    expect(again.reason).toBe('the same failure as the previous cycle');
+  });
+
+  it('is the same failure only for a failing verdict with a signature equal to the previous one', () => {
+    const failed = { ...start, same_failure_retries: 2 };
+    // No signature: never "the same", even when there was none before either.
+    expect(classifyCycle(failed, cycle({}), undefined, now).checkpoint.same_failure_retries).toBe(0);
+    // A self-critique that passed is no failure: its signature does not count as a repeat.
+    const self = classifyCycle(failed, cycle({ critique: 'self', verdict: 'pass', failureSignature: 'x' }), 'x', now);
+    expect([self.status, self.checkpoint.same_failure_retries]).toEqual(['fail', 0]);
+    expect(self.reason).toBe('self-critique passed, which is never independent acceptance');
+    const self2 = classifyCycle(failed, cycle({ critique: 'self', verdict: 'fail', failureSignature: 'x' }), 'x', now);
+    expect([self2.checkpoint.same_failure_retries, self2.reason]).toEqual([
+      3,
+      'the same failure as the previous cycle',
+    ]);
+  });
+});

@@ -4,6 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { LIMIT_NAMES } from '@polish/protocol';
 import { canonicalJson } from './canonical-json.js';
 import { evaluatePolicy } from './evaluate-policy.js';
+import { checkCheckpoint, failClosed, isVersionTwo, validateCheckpoint, validatePolicy } from './policy-engine.js';
 
 // The public samples beside the repository when they are there, else the test copies.
 const sharedDir = new URL('../../../../../shared/agent-collab/', import.meta.url);
@@ -268,5 +269,139 @@ describe('policy engine (agent-collab-harness v1)', () => {
       humanKeys: { [KEY]: 'some other secret' },
     });
     expect(result.reasons[0]).toContain('does not match the policy');
+  });
+});
+
+// Issue 22: what the mutation run found unchecked: exact reasons, every boundary.
+describe('policy engine, exact reasons and boundaries', () => {
+  const reason = (checkpoint: Record<string, unknown>, policy: Record<string, unknown> = signedPolicy) =>
+    run(checkpoint, policy).reasons;
+  const limits = (changes: Record<string, number>) => ({ ...signedPolicy, limits: { ...POLICY.limits, ...changes } });
+  const otherAction = sign({
+    gate: 'h',
+    actor: `human:${KEY}`,
+    decision: 'approve',
+    timestamp: '2026-08-31T00:00:00Z',
+    rationale: 'r',
+    affected_action_hash: 'b'.repeat(64),
+  });
+
+  it.each([
+    [
+      'a transcript limit below the checkpoint interval',
+      {},
+      limits({ max_transcript_bytes: 99_999 }),
+      'policy: limits.max_transcript_bytes must be at least limits.checkpoint_transcript_bytes',
+    ],
+    [
+      'more concurrency than children',
+      {},
+      limits({ max_concurrency: 5 }),
+      'policy: limits.max_concurrency must be at most limits.max_children_per_parent',
+    ],
+    [
+      'two overrides of one limit',
+      { pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 0), override('max_cycles', 6, 0)] },
+      signedPolicy,
+      'checkpoint: overrides.1: a second override of max_cycles',
+    ],
+    [
+      'decisions without pending_action_hash',
+      { decisions: [decision('g', 'approve')] },
+      signedPolicy,
+      'checkpoint: pending_action_hash is required when decisions or overrides exist',
+    ],
+    [
+      'one record of two about another action',
+      { pending_action_hash: ACTION, decisions: [decision('g', 'approve'), otherAction] },
+      signedPolicy,
+      'checkpoint: a record does not concern the pending action (affected_action_hash)',
+    ],
+    [
+      'an override observed at its limit already',
+      { cycle: 3, pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 3)] },
+      signedPolicy,
+      "checkpoint: overrides.0: observed_value must be below the policy's max_cycles (3)",
+    ],
+    [
+      'an override observed above the metric',
+      { cycle: 1, pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 2)] },
+      signedPolicy,
+      'checkpoint: overrides.0: observed_value must not exceed the current cycle',
+    ],
+    [
+      'two decisions of one gate at the same time',
+      { pending_action_hash: ACTION, decisions: [decision('g', 'approve'), decision('g', 'decline')] },
+      signedPolicy,
+      'checkpoint: two decisions of gate g at the same time',
+    ],
+    [
+      'a checkpoint-interval override observed above the transcript',
+      {
+        transcript_bytes: 10,
+        pending_action_hash: ACTION,
+        overrides: [override('checkpoint_transcript_bytes', 150_000, 50)],
+      },
+      signedPolicy,
+      'checkpoint: overrides.0: observed_value must not exceed the current transcript_bytes',
+    ],
+  ])('fails closed on %s, with exactly that reason', (_name, checkpoint, policy, expected) => {
+    expect(reason(checkpoint, policy)).toEqual([`evaluation_error:${expected}`]);
+  });
+
+  it('names the decision whose signature is wrong', () => {
+    const forged = { ...decision('g', 'approve'), rationale: 'edited after signing' };
+    expect(reason({ pending_action_hash: ACTION, decisions: [decision('h', 'approve'), forged] })[0]).toMatch(
+      /^evaluation_error:checkpoint: decisions\.1: /,
+    );
+  });
+
+  it('takes limits at their boundaries: a transcript limit equal to the interval, concurrency equal to children, an override equal to the limit', () => {
+    expect(run({}, limits({ max_transcript_bytes: 100_000 })).decision).toBe('continue');
+    expect(run({}, limits({ max_concurrency: 4 })).decision).toBe('continue');
+    const equal = run({ cycle: 2, pending_action_hash: ACTION, overrides: [override('max_cycles', 3, 2)] });
+    expect([equal.decision, equal.effective_limits.max_cycles]).toEqual(['continue', 3]);
+  });
+
+  it.each([
+    [{ children_spawned: 3 }, true],
+    [{ children_spawned: 4 }, false],
+    [{ active_children: 1, children_spawned: 1 }, true],
+    [{ active_children: 2, children_spawned: 2 }, false],
+  ])('spawning is allowed below both child limits only (%o: %s)', (checkpoint, allowed) => {
+    const result = run(checkpoint);
+    expect([result.decision, result.spawn_allowed]).toEqual(['continue', allowed]);
+  });
+
+  it('a policy with no readable id fails closed as unreadable-policy; an id is trimmed', () => {
+    expect(failClosed('  ', 'm').policy_id).toBe('unreadable-policy');
+    expect(failClosed(' sample ', 'm')).toMatchObject({ policy_id: 'sample', reasons: ['evaluation_error:m'] });
+  });
+
+  it('tells version-2 documents from others, null included', () => {
+    expect([isVersionTwo({ schema_version: 2 }), isVersionTwo({ schema_version: 1 }), isVersionTwo(null)]).toEqual([
+      true,
+      false,
+      false,
+    ]);
+  });
+
+  it('validateCheckpoint (what a PAR run checks each cycle): the checkpoint when valid, INVALID_INPUT naming the problem when not', () => {
+    const policy = validatePolicy(signedPolicy);
+    const valid = { ...CHECKPOINT, pending_action_hash: ACTION, overrides: [override('max_cycles', 5, 0)] };
+    expect(validateCheckpoint(valid, policy, keys)).toEqual(checkCheckpoint(valid));
+    expect(() =>
+      validateCheckpoint({ ...valid, overrides: [{ ...override('max_cycles', 5, 0), value: 9 }] }, policy, keys),
+    ).toThrow(/^checkpoint: overrides\.0: /);
+    expect(() => validateCheckpoint({ ...valid, overrides: [override('max_cycles', 2, 0)] }, policy, keys)).toThrow(
+      'checkpoint: overrides.0: an override only raises a limit (value ≥ 3)',
+    );
+    expect(() =>
+      validateCheckpoint(
+        { ...valid, overrides: [], decisions: [decision('g', 'approve'), decision('g', 'decline')] },
+        policy,
+        keys,
+      ),
+    ).toThrow('checkpoint: two decisions of gate g at the same time');
   });
 });

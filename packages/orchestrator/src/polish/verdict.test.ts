@@ -136,3 +136,152 @@ describe('regressionsBetween', () => {
     expect(regressionsBetween(record([false, false, false]), record([false, false, false]))).toEqual([]);
   });
 });
+
+// Issue 22: what the mutation run found unchecked in computeVerdict.
+describe('computeVerdict, the remaining rules', () => {
+  const model = { provider: 'scripted', model: 'j', scripted: true };
+  const two = criteria.slice(0, 2);
+
+  it('refuses scores that miss a locked criterion, naming it', () => {
+    expect(() =>
+      computeVerdict({
+        iteration: 1,
+        artifact: 'a',
+        criteria: two,
+        threshold: 'pass_all',
+        scores: [{ criterion_id: 'C1', pass: true }],
+      }),
+    ).toThrow('criterion C2 is not scored');
+  });
+
+  it('one judge given as a judgement is no quorum: no verdicts, no agreement, its scores as they are', () => {
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      judges: [
+        {
+          judge: 1,
+          model,
+          scores: [
+            { criterion_id: 'C2', pass: false, gap: 'g' },
+            { criterion_id: 'C1', pass: true },
+          ],
+        },
+      ],
+    });
+    expect(record).not.toHaveProperty('verdicts');
+    expect(record).not.toHaveProperty('judges');
+    expect(record.scores.map((score) => score.criterion_id)).toEqual(['C1', 'C2']);
+    expect(record.usage).toEqual(ZERO_USAGE);
+  });
+
+  it('combines: a pass quotes the first passing judge that quoted; gaps are trimmed, distinct, blank ones left out; the rule defaults to majority', () => {
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      judges: [
+        {
+          judge: 1,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: false, gap: 'a failing judge’s words', evidence: 'not a pass' },
+            { criterion_id: 'C2', pass: false, gap: ' same gap ' },
+          ],
+        },
+        {
+          judge: 2,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: true },
+            { criterion_id: 'C2', pass: false, gap: 'same gap' },
+          ],
+        },
+        {
+          judge: 3,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: true, evidence: 'the quote' },
+            { criterion_id: 'C2', pass: false, gap: '  ' },
+          ],
+        },
+      ],
+    });
+    expect(record.verdicts).toEqual({ C1: 'pass', C2: 'fail' });
+    expect(record.scores).toEqual([
+      { criterion_id: 'C1', pass: true, evidence: 'the quote' },
+      { criterion_id: 'C2', pass: false, gap: 'same gap' },
+    ]);
+  });
+
+  it('a pass no passing judge quoted carries no evidence; a fail whose judges gave no gap has an empty one', () => {
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      rule: 'unanimous',
+      usage: { ...ZERO_USAGE, model_calls: 2 },
+      judges: [1, 2].map((judge) => ({
+        judge,
+        model,
+        scores: [
+          { criterion_id: 'C1', pass: true },
+          { criterion_id: 'C2', pass: false },
+        ],
+      })),
+    });
+    expect(record.scores).toEqual([
+      { criterion_id: 'C1', pass: true },
+      { criterion_id: 'C2', pass: false, gap: '' },
+    ]);
+    expect(record.blocking_gaps).toEqual(['C2: ']);
+    expect(record.usage.model_calls).toBe(2);
+  });
+
+  it('a failing criterion takes its gaps from failing judges only; no scores at all is refused; a fail without gap is a blank blocking gap', () => {
+    const record = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      rule: 'unanimous',
+      judges: [
+        {
+          judge: 1,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: true, gap: 'a passing judge’s aside' },
+            { criterion_id: 'C2', pass: true },
+          ],
+        },
+        {
+          judge: 2,
+          model,
+          scores: [
+            { criterion_id: 'C1', pass: false, gap: 'the real gap' },
+            { criterion_id: 'C2', pass: true },
+          ],
+        },
+      ],
+    });
+    expect(record.scores[0]).toEqual({ criterion_id: 'C1', pass: false, gap: 'the real gap' });
+    expect(() => computeVerdict({ iteration: 1, artifact: 'a', criteria: two, threshold: 'pass_all' })).toThrow(
+      'criterion C1 is not scored',
+    );
+    const single = computeVerdict({
+      iteration: 1,
+      artifact: 'a',
+      criteria: two,
+      threshold: 'pass_all',
+      scores: [
+        { criterion_id: 'C1', pass: true },
+        { criterion_id: 'C2', pass: false },
+      ],
+    });
+    expect(single.blocking_gaps).toEqual(['C2: ']);
+  });
+});

@@ -199,7 +199,7 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
     // The answers came from the installed `polish worker`'s processes.
     expect(worker.lines.some((line) => /^worker \d+ \(evaluate\) started/.test(line))).toBe(true);
     await stopGroup(worker.child);
-  });
+  }, 180_000);
 
   it('serves the inspector page of the installed polish inspect', async () => {
     const inspect: WatchedProcess = watchProcess(

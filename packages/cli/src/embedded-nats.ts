@@ -18,8 +18,9 @@ export interface EmbeddedNats {
 export const natsServerBinary = () => process.env.POLISH_NATS_SERVER ?? 'nats-server';
 
 const INSTALL_HINT =
-  'install it with `apt-get install nats-server` (Debian/Ubuntu) or `bash scripts/setup.sh`, ' +
-  'or use a running server with --nats nats://host:4222 (or NATS_URL)';
+  'install it (Debian/Ubuntu: `apt-get install nats-server`; macOS: `brew install nats-server`; ' +
+  'elsewhere a release from https://github.com/nats-io/nats-server/releases), or name the binary in ' +
+  'POLISH_NATS_SERVER, or use a running server with --nats nats://host:4222 (or NATS_URL)';
 
 /**
  * Starts a local nats-server with JetStream on a free port of 127.0.0.1 (the server picks

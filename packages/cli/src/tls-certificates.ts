@@ -28,7 +28,7 @@ export interface Certificates {
 /** Validity of every certificate, in days. */
 export const CERTIFICATE_DAYS = 825;
 
-const INSTALL_HINT = 'install it with `apt-get install openssl` (or `bash scripts/setup.sh`)';
+const INSTALL_HINT = 'install it (Debian/Ubuntu: `apt-get install openssl`; macOS: `brew install openssl`)';
 
 function openssl(args: string[], cwd: string): void {
   const outcome = spawnSync(process.env.POLISH_OPENSSL ?? 'openssl', args, { cwd, encoding: 'utf8' });

@@ -23,12 +23,14 @@ function pacedScript(path: string, delayMs: number): string {
   return file;
 }
 
-const EXAMPLE = fileURLToPath(new URL('../../../../examples/demo/', import.meta.url));
+// examples/demo of the repository, copied into dist/demo by the build (scripts/copy-demo.js): the
+// installed package has it in the same place.
+const EXAMPLE = fileURLToPath(new URL('../demo/', import.meta.url));
 
 /** `polish demo`: the bundled rate-limit example with the scripted model; converges at iteration 3. */
 export async function demoCommand(flags: TopologyFlags & InspectFlags & { json?: boolean }): Promise<number> {
   process.stderr.write(
-    'polish demo: the model is SCRIPTED. Every answer comes from examples/demo/script.yaml, not an LLM;\n' +
+    `polish demo: the model is SCRIPTED. Every answer comes from ${EXAMPLE}script.yaml, not an LLM;\n` +
       'the run itself (nats-server, worker processes, waves, locked criteria, verdicts, revisions) is real.\n',
   );
   const spec = readSpec(`${EXAMPLE}artifact.md`, { goal: readFileSync(`${EXAMPLE}goal.txt`, 'utf8').trim() });

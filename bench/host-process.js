@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const POLISH = fileURLToPath(new URL('../packages/cli/dist/main.js', import.meta.url));
+const POLISH = fileURLToPath(new URL('../packages/cli/dist/bin.js', import.meta.url));
 
 /**
  * A running agent host: boot times and worker pids from its log, and a way to wait until a

@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -39,6 +39,8 @@ describe('agent host', () => {
     expect(spawned).toHaveLength(4);
     let started = 0;
     await new Promise<void>((resolve) => host.on('worker.started', () => (started += 1) === 4 && resolve()));
+    // Workers run on the host's own node (Node 24 from setup), not whatever `node` the PATH finds.
+    for (const pid of spawned) expect(realpathSync(`/proc/${pid}/exe`)).toBe(realpathSync(process.execPath));
     let ready = 0;
     host.on('worker.ready', () => (ready += 1));
     const exits: (NodeJS.Signals | null)[] = [];

@@ -17,4 +17,7 @@ if (major < OLDEST_NODE) {
   process.exit(EXIT_SETUP);
 }
 
+// The compile cache first: the command's hundreds of modules then load from V8's cached bytecode.
+const { enableCompileCache } = await import('@polish/agents/compile-cache');
+enableCompileCache();
 await import('./main.js');

@@ -132,8 +132,8 @@ function workerEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 
 /** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
 function workerEntry(): string {
-  const bundled = fileURLToPath(new URL('../worker-bundle/worker-process.mjs', import.meta.url));
-  return existsSync(bundled) ? bundled : fileURLToPath(new URL('../worker/worker-process.js', import.meta.url));
+  const bundled = fileURLToPath(new URL('../worker-bundle/worker-entry.mjs', import.meta.url));
+  return existsSync(bundled) ? bundled : fileURLToPath(new URL('../worker/worker-entry.js', import.meta.url));
 }
 
 /**

@@ -3,7 +3,7 @@ import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAgentHost } from '@polish/agents';
+import { createAgentHost, type BootSteps } from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { TaskEnvelopeSchema, ZERO_USAGE, replySubject, taskQueueNames, type TaskEnvelope } from '@polish/protocol';
 import { jetstream } from '@nats-io/jetstream';
@@ -90,10 +90,13 @@ describe('agent host', () => {
       });
       const holder = await taken;
       // Its successor is booted and ready while the holder still has the task ("model" held).
-      const replaced = await new Promise<number>((resolve) =>
-        host.on('worker.ready', ({ pid }) => pid !== holder && resolve(pid)),
+      const replaced = await new Promise<{ pid: number; steps?: BootSteps }>((resolve) =>
+        host.on('worker.ready', (ready) => ready.pid !== holder && resolve(ready)),
       );
-      expect(replaced).not.toBe(holder);
+      // It says where its boot went: every step measured (the clocks are the two processes').
+      expect(Object.keys(replaced.steps ?? {}).sort()).toEqual(['code', 'connect', 'cpuMs', 'nats', 'node', 'warmUp']);
+      for (const value of Object.values(replaced.steps ?? {})) expect(value).toBeGreaterThan(0);
+      expect(replaced.pid).not.toBe(holder);
       expect(host.workerPids()).toContain(holder);
       writeFileSync(release, '');
       expect((await answered).worker.pid).toBe(holder);

@@ -52,7 +52,8 @@ export interface AgentHostOptions {
 export interface AgentHostEvents {
   /** The process runs and handles signals; it is not connected or pulling yet. */
   'worker.started': [{ pid: number; role: TaskRole; alive: number }];
-  'worker.ready': [{ pid: number; role: TaskRole; bootMs: number }];
+  /** `steps`: where the boot went, when the worker said (see {@link BootSteps}). */
+  'worker.ready': [{ pid: number; role: TaskRole; bootMs: number; steps?: BootSteps }];
   'task.taken': [
     {
       pid: number;
@@ -78,6 +79,20 @@ export interface AgentHostEvents {
   /** An idle worker was stopped so that a role with tasks waiting gets its place. */
   'worker.retired': [{ pid: number; role: TaskRole; for: TaskRole }];
   'worker.failed': [{ role: TaskRole; message: string }];
+}
+
+/**
+ * Where a worker's boot went, in milliseconds: Node starting until the worker's entry ran (fork
+ * included), loading its code, loading the NATS client and making the model (at once),
+ * connecting to NATS, the warm-up task; and the CPU time the worker had used by then.
+ */
+export interface BootSteps {
+  node: number;
+  code: number;
+  nats: number;
+  connect: number;
+  warmUp: number;
+  cpuMs: number;
 }
 
 /** A running agent host. */
@@ -270,6 +285,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...(role === 'par.command' && options.command ? { command: options.command } : {}),
     };
     const started = performance.now();
+    // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
+    const spawnedAt = performance.timeOrigin + started;
     booting += 1;
     const child = fork(entry, [], {
       env: { ...workerEnvironment({ ...process.env, ...options.env }), [WORKER_CONFIG_ENV]: JSON.stringify(config) },
@@ -299,7 +316,16 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         if (slot.phase === 'booting') slot.phase = 'idle';
         booted(slot);
         bootFailures = 0;
-        host.emit('worker.ready', { pid, role, bootMs: performance.now() - started });
+        const boot = notice.boot;
+        const steps: BootSteps | undefined = boot && {
+          node: boot.entryAt - spawnedAt,
+          code: boot.code,
+          nats: boot.nats,
+          connect: boot.connect,
+          warmUp: boot.warmUp,
+          cpuMs: boot.cpuMs,
+        };
+        host.emit('worker.ready', { pid, role, bootMs: performance.now() - started, ...(steps ? { steps } : {}) });
         balance();
       } else if (notice.type === 'task.taken') {
         slot.tasksTaken += 1;

@@ -182,4 +182,36 @@ describe('agent host', () => {
     await expect(host.ready).rejects.toThrow('evaluate workers keep failing to start');
     await host.stop();
   });
+
+  it('starts workers from the startup snapshot, or from the bundle, and both answer', async () => {
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    try {
+      for (const snapshot of [true, false]) {
+        const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, snapshot });
+        try {
+          await host.ready;
+          const [pid] = host.workerPids() as [number];
+          // What the worker process was started with: its node flags and script.
+          const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          if (snapshot) {
+            expect(commandLine).toContain('--snapshot-blob');
+            expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
+            expect(commandLine.at(-2)).toMatch(/worker-bundle\/nats-client\.mjs$/);
+          } else {
+            expect(commandLine).not.toContain('--snapshot-blob');
+            expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
+          }
+          const reply = await dispatcher.dispatch('evaluate', payload);
+          expect(reply.worker.pid).toBe(pid);
+          const { scores } = reply.result as { scores: { criterion_id: string }[] };
+          expect(scores.map((score) => score.criterion_id)).toEqual(criteria.map((c: { id: string }) => c.id));
+        } finally {
+          await host.stop();
+        }
+      }
+    } finally {
+      await dispatcher.close?.();
+    }
+  });
 });

@@ -2,16 +2,22 @@
 // which roughly halves its boot time (see docs/benchmarks.md). Each model SDK stays in its own
 // chunk, loaded only by the workers that use it, and so does the OpenTelemetry SDK (the dynamic
 // import in telemetry.ts), loaded only when an OTLP endpoint is configured.
+//
+// Then a V8 startup snapshot of the worker (worker.blob): the same code as one CommonJS script,
+// run once by `node --build-snapshot`, so that a worker starts with its code already loaded.
 import { build } from 'rolldown';
-import { rmSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../dist/', import.meta.url));
 rmSync(`${dist}worker-bundle`, { recursive: true, force: true });
+rmSync(`${dist}worker-snapshot`, { recursive: true, force: true });
 await build({
   // The entry turns the compile cache on, then imports the rest (a chunk of its own), so that
-  // chunk's bytecode comes from the cache.
-  input: { 'worker-entry': `${dist}worker/worker-entry.js` },
+  // chunk's bytecode comes from the cache. nats-client is an entry of its own with a fixed name:
+  // a worker restored from the snapshot loads it by its path.
+  input: { 'worker-entry': `${dist}worker/worker-entry.js`, 'nats-client': `${dist}worker/nats-client.js` },
   platform: 'node',
   logLevel: 'warn',
   output: {
@@ -22,3 +28,40 @@ await build({
     chunkFileNames: '[name]-[hash].mjs',
   },
 });
+
+// What a snapshot cannot hold, or what a restored process (which has no dynamic import()) could
+// not load later, is replaced by a module that says so: the host forks the snapshot only for
+// workers that need none of it (agent-host.ts, workerEntryFor).
+const NOT_IN_SNAPSHOT =
+  /[\\/]dist[\\/](worker[\\/]nats-client|providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+const snapshot = await build({
+  input: `${dist}worker/snapshot-entry.js`,
+  platform: 'node',
+  logLevel: 'warn',
+  plugins: [
+    {
+      name: 'not-in-snapshot',
+      load: (id) =>
+        NOT_IN_SNAPSHOT.test(id)
+          ? `const fail = () => { throw new Error('${id.split(/[\\/]/).at(-1)} is not in the worker snapshot'); };\n` +
+            'export { fail as loadNatsClient, fail as createAnthropicProvider, fail as createOpenAICompatibleProvider, fail as startSdk };'
+          : null,
+    },
+  ],
+  output: { file: `${dist}worker-snapshot/snapshot-entry.cjs`, format: 'cjs', minify: true, codeSplitting: false },
+});
+// The NATS client (and with it node:tls) must load after the restore, never from the snapshot.
+const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
+const nats = modules.filter((id) => /@nats-io[\\/]|node:tls|^tls$/.test(id));
+if (nats.length > 0)
+  throw new Error(`the worker snapshot must not hold the NATS client, but it has ${nats.join(', ')}`);
+
+const blob = `${dist}worker-snapshot/worker.blob`;
+const built = spawnSync(
+  process.execPath,
+  ['--snapshot-blob', blob, '--build-snapshot', `${dist}worker-snapshot/snapshot-entry.cjs`],
+  { encoding: 'utf8' },
+);
+if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
+// A blob only starts the Node that built it: the host checks this before using it.
+writeFileSync(`${dist}worker-snapshot/worker.blob.json`, `${JSON.stringify({ node: process.version })}\n`);

@@ -5,7 +5,7 @@ import { natsOptions } from '../nats-options.js';
 import { currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
 import type { WorkerBoot, WorkerConfig, WorkerNotice } from './worker-config.js';
-import { loadNatsClient } from './nats-client.js';
+import { loadNatsClient, type NatsClient } from './nats-client.js';
 import { warmUp } from './warm-up.js';
 import { serveTask } from './serve-task.js';
 
@@ -55,10 +55,14 @@ async function nextTask(consumer: Consumer, stop: AbortSignal): Promise<JsMsg | 
   return undefined;
 }
 
-/** How a worker process began: when its entry ran and how long its code took to load (worker-entry.ts). */
+/**
+ * How a worker process began: when its entry ran, how long its code took to load, and how it
+ * loads the NATS client (a dynamic import, unless the entry knows better: snapshot-entry.ts).
+ */
 export interface BootStart {
   entryAt: number;
   code: number;
+  loadNats?: () => Promise<NatsClient>;
 }
 
 /**
@@ -81,7 +85,7 @@ export async function runWorker(
     return elapsed;
   };
   // The NATS client loads while the model is made (reading a script, or loading an SDK).
-  const [nats, model] = await Promise.all([loadNatsClient(), createModel(config.model)]);
+  const [nats, model] = await Promise.all([(start.loadNats ?? loadNatsClient)(), createModel(config.model)]);
   const natsMs = lap();
   const worker = currentWorker();
   const connection = await nats.connect({

@@ -3,7 +3,7 @@ import { spawn } from 'node:child_process';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
-const POLISH = fileURLToPath(new URL('../packages/cli/dist/main.js', import.meta.url));
+const POLISH = fileURLToPath(new URL('../packages/cli/dist/bin.js', import.meta.url));
 
 /**
  * A running agent host: boot times and worker pids from its log, and a way to wait until a
@@ -31,6 +31,8 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   );
   const available = new Map(roles.map((role) => [role, 0]));
   const boots = [];
+  /** Where each boot went, from the "ready in" line: { node, code, nats, connect, warmUp, cpuMs }. */
+  const steps = [];
   const pids = [];
   let taken = 0;
   let peakAlive = 0;
@@ -45,9 +47,14 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
     const took = /^worker \d+ \((\S+)\) took task/.exec(line);
     const alive = /; (\d+) alive$/.exec(line);
     if (alive) peakAlive = Math.max(peakAlive, Number(alive[1]));
+    const breakdown = /: node (\d+), code (\d+), nats (\d+), connect (\d+), warm-up (\d+) \((\d+) ms CPU\)$/.exec(line);
     if (booted) {
       pids.push(Number(booted[1]));
       boots.push(Number(booted[3]));
+      if (breakdown) {
+        const [node, code, nats, connect, warmUp, cpuMs] = breakdown.slice(1).map(Number);
+        steps.push({ node, code, nats, connect, warmUp, cpuMs });
+      }
       available.set(booted[2], available.get(booted[2]) + reuse);
     } else if (took) {
       taken += 1;
@@ -63,6 +70,7 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   return {
     pid: child.pid,
     boots,
+    steps,
     pids,
     /** The most worker processes the host had alive at once, from its own log. */
     peakAlive: () => peakAlive,

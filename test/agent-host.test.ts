@@ -1,9 +1,9 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAgentHost } from '@polish/agents';
+import { createAgentHost, type BootSteps } from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { TaskEnvelopeSchema, ZERO_USAGE, replySubject, taskQueueNames, type TaskEnvelope } from '@polish/protocol';
 import { jetstream } from '@nats-io/jetstream';
@@ -39,6 +39,8 @@ describe('agent host', () => {
     expect(spawned).toHaveLength(4);
     let started = 0;
     await new Promise<void>((resolve) => host.on('worker.started', () => (started += 1) === 4 && resolve()));
+    // Workers run on the host's own node (Node 24 from setup), not whatever `node` the PATH finds.
+    for (const pid of spawned) expect(realpathSync(`/proc/${pid}/exe`)).toBe(realpathSync(process.execPath));
     let ready = 0;
     host.on('worker.ready', () => (ready += 1));
     const exits: (NodeJS.Signals | null)[] = [];
@@ -88,10 +90,16 @@ describe('agent host', () => {
       });
       const holder = await taken;
       // Its successor is booted and ready while the holder still has the task ("model" held).
-      const replaced = await new Promise<number>((resolve) =>
-        host.on('worker.ready', ({ pid }) => pid !== holder && resolve(pid)),
+      const replaced = await new Promise<{ pid: number; steps?: BootSteps }>((resolve) =>
+        host.on('worker.ready', (ready) => ready.pid !== holder && resolve(ready)),
       );
-      expect(replaced).not.toBe(holder);
+      // It says where its boot went: every step measured (the clocks are the two processes').
+      expect(Object.keys(replaced.steps ?? {}).sort()).toEqual(['code', 'connect', 'cpuMs', 'nats', 'node', 'warmUp']);
+      // (code is 0 for a worker restored from the startup snapshot: its code is in the heap it starts with).
+      for (const value of Object.values(replaced.steps ?? {})) expect(value).toBeGreaterThanOrEqual(0);
+      expect(replaced.steps?.node).toBeGreaterThan(0);
+      expect(replaced.steps?.cpuMs).toBeGreaterThan(0);
+      expect(replaced.pid).not.toBe(holder);
       expect(host.workerPids()).toContain(holder);
       writeFileSync(release, '');
       expect((await answered).worker.pid).toBe(holder);
@@ -176,5 +184,37 @@ describe('agent host', () => {
     const host = createAgentHost({ natsUrl: 'nats://127.0.0.1:1', roles: ['evaluate'], pool: 1, model });
     await expect(host.ready).rejects.toThrow('evaluate workers keep failing to start');
     await host.stop();
+  });
+
+  it('starts workers from the startup snapshot, or from the bundle, and both answer', async () => {
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    try {
+      for (const snapshot of [true, false]) {
+        const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, snapshot });
+        try {
+          await host.ready;
+          const [pid] = host.workerPids() as [number];
+          // What the worker process was started with: its node flags and script.
+          const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          if (snapshot) {
+            expect(commandLine).toContain('--snapshot-blob');
+            expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
+            expect(commandLine.at(-2)).toMatch(/worker-bundle\/nats-client\.mjs$/);
+          } else {
+            expect(commandLine).not.toContain('--snapshot-blob');
+            expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
+          }
+          const reply = await dispatcher.dispatch('evaluate', payload);
+          expect(reply.worker.pid).toBe(pid);
+          const { scores } = reply.result as { scores: { criterion_id: string }[] };
+          expect(scores.map((score) => score.criterion_id)).toEqual(criteria.map((c: { id: string }) => c.id));
+        } finally {
+          await host.stop();
+        }
+      }
+    } finally {
+      await dispatcher.close?.();
+    }
   });
 });

@@ -3,11 +3,31 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
-import { polish } from './support/cli.js';
+import { spawnSync } from 'node:child_process';
+import { POLISH, polish } from './support/cli.js';
 
 const demo = 'examples/demo';
 const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();
 const scratch = () => mkdtempSync(join(tmpdir(), 'polish-cli-'));
+
+describe('Node version', () => {
+  it('runs on Node 22 or newer (the tests, and so the processes they start with process.execPath)', () => {
+    expect(Number(process.versions.node.split('.')[0])).toBeGreaterThanOrEqual(22);
+  });
+
+  it('refuses an older Node with one line and exit 6 before loading anything', () => {
+    // The same binary, told it is Node 20 before the entry runs: the entry must check the version itself.
+    const pretend = `Object.defineProperty(process.versions, 'node', { value: '20.20.2' })`;
+    const outcome = spawnSync(process.execPath, ['--import', `data:text/javascript,${pretend}`, POLISH, 'demo'], {
+      encoding: 'utf8',
+    });
+    expect(outcome.status).toBe(6);
+    expect(outcome.stderr).toBe(
+      'polish needs Node.js 22 or newer (24 recommended); this is v20.20.2. Run scripts/setup.sh or install Node 24.\n',
+    );
+    expect(outcome.stdout).toBe('');
+  });
+});
 
 describe('polish demo', () => {
   it('shows per-wave progress, says the model is scripted, and converges at iteration 3', async () => {

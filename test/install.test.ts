@@ -77,6 +77,8 @@ const project = join(scratch, 'project');
 const globalPrefix = join(scratch, 'npm-global');
 const env: NodeJS.ProcessEnv = {
   ...process.env,
+  // The suite built the checkout; pack:all must not rebuild it under other tests' workers.
+  POLISH_BUILT: '1',
   PROJECT: project,
   // `npm install -g` of the README goes here, and its `polish` is on PATH.
   npm_config_prefix: globalPrefix,

@@ -281,7 +281,16 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
       expect(remote.lines.join('\n')).not.toContain('started nats-server');
       const result = RunResultSchema.parse(JSON.parse(remote.stdout()));
       expect(result.status).toBe('CONVERGED');
+      // The host logs an answer after its worker's reply went out: drained and stopped, it has logged all.
+      await stop(host);
       expect(host.lines.filter((line) => / answered task /.test(line))).toHaveLength(6);
+      // Every worker says where its boot went.
+      const ready = host.lines.filter((line) => / ready in /.test(line));
+      expect(ready.length).toBeGreaterThanOrEqual(6);
+      for (const line of ready)
+        expect(line).toMatch(
+          /^worker \d+ \(\w+\) ready in \d+ ms: node \d+, code \d+, nats \d+, connect \d+, warm-up \d+ \(\d+ ms CPU\)$/,
+        );
     } finally {
       await stop(host);
       await nats.stop();

@@ -2,7 +2,7 @@ import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
 export const REPO = fileURLToPath(new URL('../../', import.meta.url));
-export const POLISH = `${REPO}packages/cli/dist/main.js`;
+export const POLISH = `${REPO}packages/cli/dist/bin.js`;
 
 export interface CliOutcome {
   code: number | null;

@@ -3,37 +3,65 @@
 // chunk, loaded only by the workers that use it, and so does the OpenTelemetry SDK (the dynamic
 // import in telemetry.ts), loaded only when an OTLP endpoint is configured.
 //
-// Only what changed is written, and only stale chunks are removed: a build while workers boot
-// (the install test packs the checkout during the suite) must not pull their files away.
+// Then a V8 startup snapshot of the worker (worker.blob): the same code as one CommonJS script,
+// run once by `node --build-snapshot`, so that a worker starts with its code already loaded.
 import { build } from 'rolldown';
-import { mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { rmSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../dist/', import.meta.url));
-const target = `${dist}worker-bundle/`;
-const output = await build({
-  input: { 'worker-process': `${dist}worker/worker-process.js` },
+rmSync(`${dist}worker-bundle`, { recursive: true, force: true });
+rmSync(`${dist}worker-snapshot`, { recursive: true, force: true });
+await build({
+  // The entry turns the compile cache on, then imports the rest (a chunk of its own), so that
+  // chunk's bytecode comes from the cache. nats-client is an entry of its own with a fixed name:
+  // a worker restored from the snapshot loads it by its path.
+  input: { 'worker-entry': `${dist}worker/worker-entry.js`, 'nats-client': `${dist}worker/nats-client.js` },
   platform: 'node',
   logLevel: 'warn',
-  write: false,
   output: {
+    dir: `${dist}worker-bundle`,
     format: 'esm',
     minify: true,
     entryFileNames: '[name].mjs',
     chunkFileNames: '[name]-[hash].mjs',
   },
 });
-mkdirSync(target, { recursive: true });
-const fresh = new Set();
-for (const file of output.output) {
-  const text = file.type === 'chunk' ? file.code : file.source;
-  fresh.add(file.fileName);
-  let current;
-  try {
-    current = readFileSync(`${target}${file.fileName}`);
-  } catch {
-    current = undefined;
-  }
-  if (!current || !current.equals(Buffer.from(text))) writeFileSync(`${target}${file.fileName}`, text);
-}
-for (const name of readdirSync(target)) if (!fresh.has(name)) rmSync(`${target}${name}`, { recursive: true });
+
+// What a snapshot cannot hold, or what a restored process (which has no dynamic import()) could
+// not load later, is replaced by a module that says so: the host forks the snapshot only for
+// workers that need none of it (agent-host.ts, workerEntryFor).
+const NOT_IN_SNAPSHOT =
+  /[\\/]dist[\\/](worker[\\/]nats-client|providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+const snapshot = await build({
+  input: `${dist}worker/snapshot-entry.js`,
+  platform: 'node',
+  logLevel: 'warn',
+  plugins: [
+    {
+      name: 'not-in-snapshot',
+      load: (id) =>
+        NOT_IN_SNAPSHOT.test(id)
+          ? `const fail = () => { throw new Error('${id.split(/[\\/]/).at(-1)} is not in the worker snapshot'); };\n` +
+            'export { fail as loadNatsClient, fail as createAnthropicProvider, fail as createOpenAICompatibleProvider, fail as startSdk };'
+          : null,
+    },
+  ],
+  output: { file: `${dist}worker-snapshot/snapshot-entry.cjs`, format: 'cjs', minify: true, codeSplitting: false },
+});
+// The NATS client (and with it node:tls) must load after the restore, never from the snapshot.
+const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
+const nats = modules.filter((id) => /@nats-io[\\/]|node:tls|^tls$/.test(id));
+if (nats.length > 0)
+  throw new Error(`the worker snapshot must not hold the NATS client, but it has ${nats.join(', ')}`);
+
+const blob = `${dist}worker-snapshot/worker.blob`;
+const built = spawnSync(
+  process.execPath,
+  ['--snapshot-blob', blob, '--build-snapshot', `${dist}worker-snapshot/snapshot-entry.cjs`],
+  { encoding: 'utf8' },
+);
+if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
+// A blob only starts the Node that built it: the host checks this before using it.
+writeFileSync(`${dist}worker-snapshot/worker.blob.json`, `${JSON.stringify({ node: process.version })}\n`);

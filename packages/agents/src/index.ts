@@ -25,6 +25,7 @@ export {
   WORKER_CONFIG_ENV,
   type WorkerConfig,
   type WorkerNotice,
+  type WorkerBoot,
   type NatsAuth,
   type NatsTls,
 } from './worker/worker-config.js';
@@ -36,6 +37,7 @@ export {
   type AgentHost,
   type AgentHostOptions,
   type AgentHostEvents,
+  type BootSteps,
 } from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
 export { parseModelSpec, formatModelSettings, declaredModelOf, OLLAMA_BASE_URL } from './providers/model-spec.js';

@@ -1,63 +1,10 @@
-import { accessSync, constants, readFileSync } from 'node:fs';
 import { nkeyAuthenticator, type ConnectionOptions } from '@nats-io/transport-node';
-import { invalidInput, natsServers } from '@polish/protocol';
-import type { NatsAuth, NatsTls } from './worker/worker-config.js';
+import type { NatsAuth } from './worker/worker-config.js';
+import { natsOptions } from './nats-options.js';
 
-// The one place a principal's identity and TLS files become nats.js connection options, for the
-// host, its workers and the CLI alike.
+export { wantsTls, readNkeySeed, checkNatsAuth } from './nats-options.js';
 
-/** Whether a NATS address asks for TLS: any of its servers written `tls://`. */
-export const wantsTls = (url: string) => natsServers(url).some((server) => /^tls:\/\//i.test(server));
-
-/** Reads an NKEY user seed file (`polish nats-config --nkeys`), or throws naming the file. */
-export function readNkeySeed(path: string): Uint8Array {
-  let seed: string;
-  try {
-    seed = readFileSync(path, 'utf8').trim();
-  } catch (error) {
-    throw invalidInput('credentials', `cannot read the NKEY seed ${path}: ${(error as Error).message}`);
-  }
-  if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw invalidInput('credentials', `${path} is not an NKEY user seed`);
-  return new TextEncoder().encode(seed);
-}
-
-const TLS_FIELDS: Record<keyof NatsTls, string> = { caFile: 'tls-ca', certFile: 'tls-cert', keyFile: 'tls-key' };
-
-/** Checks before anything starts that a principal's seed and TLS files can be read, naming the one that cannot. */
-export function checkNatsAuth(auth: NatsAuth | undefined): void {
-  if (auth?.identity && 'seedFile' in auth.identity) readNkeySeed(auth.identity.seedFile);
-  for (const [name, path] of Object.entries(auth?.tls ?? {}) as [keyof NatsTls, string | undefined][]) {
-    if (!path) continue;
-    try {
-      accessSync(path, constants.R_OK);
-    } catch (error) {
-      throw invalidInput(TLS_FIELDS[name], `cannot read ${path}: ${(error as Error).message}`);
-    }
-  }
-  const tls = auth?.tls;
-  if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile))
-    throw invalidInput(
-      'tls-cert',
-      'a client certificate needs its key, and a key its certificate (--tls-cert with --tls-key)',
-    );
-}
-
-/**
- * nats.js options to connect to `url` as a principal: its user and password, or its NKEY (the
- * client signs the server's nonce with the seed; only the public key is ever sent), its inbox
- * prefix, and TLS. TLS is required (a server without it is refused) when the address is
- * `tls://` or TLS files are given.
- */
+/** {@link natsOptions} with the NATS client's own NKEY authenticator: for the host and the CLI. */
 export function natsConnectOptions(url: string, auth: NatsAuth | undefined): Partial<ConnectionOptions> {
-  const identity = auth?.identity;
-  const tls = Object.fromEntries(Object.entries(auth?.tls ?? {}).filter(([, path]) => path));
-  return {
-    servers: natsServers(url),
-    ...(identity && 'user' in identity ? { user: identity.user, pass: identity.pass } : {}),
-    ...(identity && 'seedFile' in identity
-      ? { authenticator: nkeyAuthenticator(readNkeySeed(identity.seedFile)) }
-      : {}),
-    ...(auth?.inboxPrefix ? { inboxPrefix: auth.inboxPrefix } : {}),
-    ...(Object.keys(tls).length > 0 || wantsTls(url) ? { tls } : {}),
-  };
+  return natsOptions(url, auth, nkeyAuthenticator);
 }

@@ -11,7 +11,7 @@ export const EXIT = {
   CAP_REACHED: 3,
   FAILED: 4,
   CANCELLED: 5,
-  /** polish could not start what it needs: nats-server missing, NATS unreachable, workers failing to start. */
+  /** polish could not start what it needs: Node older than 22 (bin.ts), nats-server missing, NATS unreachable, workers failing to start. */
   SETUP: 6,
   /** The budget could not cover the next wave: best version and remaining gaps returned (like CAP_REACHED). */
   BUDGET_EXHAUSTED: 8,

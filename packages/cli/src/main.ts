@@ -1,4 +1,3 @@
-#!/usr/bin/env node
 import { Command, CommanderError, Option } from 'commander';
 import { startTelemetry } from '@polish/agents';
 import { runCommand } from './commands/run.js';

@@ -1,5 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { availableParallelism, hostname, totalmem } from 'node:os';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
@@ -17,6 +17,7 @@ import type { ModelSettings } from '../providers/model-settings.js';
 import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
 import { chooseBoots, type RoleLoad } from './pool-balance.js';
 import { natsConnectOptions } from '../nats-connect.js';
+import { telemetryConfigured } from '../telemetry.js';
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
@@ -46,13 +47,16 @@ export interface AgentHostOptions {
   bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
+  /** Start workers from the build's V8 startup snapshot where it applies (see {@link workerLaunch}). Default true. */
+  snapshot?: boolean;
 }
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
 export interface AgentHostEvents {
   /** The process runs and handles signals; it is not connected or pulling yet. */
   'worker.started': [{ pid: number; role: TaskRole; alive: number }];
-  'worker.ready': [{ pid: number; role: TaskRole; bootMs: number }];
+  /** `steps`: where the boot went, when the worker said (see {@link BootSteps}). */
+  'worker.ready': [{ pid: number; role: TaskRole; bootMs: number; steps?: BootSteps }];
   'task.taken': [
     {
       pid: number;
@@ -78,6 +82,20 @@ export interface AgentHostEvents {
   /** An idle worker was stopped so that a role with tasks waiting gets its place. */
   'worker.retired': [{ pid: number; role: TaskRole; for: TaskRole }];
   'worker.failed': [{ role: TaskRole; message: string }];
+}
+
+/**
+ * Where a worker's boot went, in milliseconds: Node starting until the worker's entry ran (fork
+ * included), loading its code, loading the NATS client and making the model (at once),
+ * connecting to NATS, the warm-up task; and the CPU time the worker had used by then.
+ */
+export interface BootSteps {
+  node: number;
+  code: number;
+  nats: number;
+  connect: number;
+  warmUp: number;
+  cpuMs: number;
 }
 
 /** A running agent host. */
@@ -130,10 +148,32 @@ function workerEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   );
 }
 
-/** Where the worker entry is: the bundled one when the build made it (it boots faster), else the plain module. */
-function workerEntry(): string {
-  const bundled = fileURLToPath(new URL('../worker-bundle/worker-process.mjs', import.meta.url));
-  return existsSync(bundled) ? bundled : fileURLToPath(new URL('../worker/worker-process.js', import.meta.url));
+/** How a worker process is started: the script fork() runs, and the node flags before it. */
+interface WorkerLaunch {
+  modulePath: string;
+  execArgv: string[];
+}
+
+const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
+
+/**
+ * How to start a worker: from the build's startup snapshot when there is one for this very Node
+ * (a blob starts only the version that built it) and the worker needs nothing that a restored
+ * process cannot load later (a model SDK, the tracing SDK: it has no dynamic import()); else the
+ * bundled entry (it boots faster than the plain modules); else the plain module.
+ */
+function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snapshot: boolean): WorkerLaunch {
+  const blob = dist('worker-snapshot/worker.blob');
+  const natsModule = dist('worker-bundle/nats-client.mjs');
+  const pure = model.provider === 'scripted' || model.provider === 'none';
+  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob) && existsSync(natsModule)) {
+    const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as { node?: string };
+    // The script argument is the NATS client module, which the restored worker loads by its path.
+    if (built.node === process.version)
+      return { modulePath: natsModule, execArgv: [...process.execArgv, '--snapshot-blob', blob] };
+  }
+  const bundled = dist('worker-bundle/worker-entry.mjs');
+  return { modulePath: existsSync(bundled) ? bundled : dist('worker/worker-entry.js'), execArgv: process.execArgv };
 }
 
 /**
@@ -153,7 +193,6 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
   const names = taskQueueNames(prefix);
-  const entry = workerEntry();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
   const slots = new Map<number, WorkerSlot>();
   const queued = new Map<TaskRole, number>();
@@ -269,10 +308,18 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...(auth ? { auth } : {}),
       ...(role === 'par.command' && options.command ? { command: options.command } : {}),
     };
+    const environment = {
+      ...workerEnvironment({ ...process.env, ...options.env }),
+      [WORKER_CONFIG_ENV]: JSON.stringify(config),
+    };
+    const launch = workerLaunch(config.model, environment, options.snapshot ?? true);
     const started = performance.now();
+    // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
+    const spawnedAt = performance.timeOrigin + started;
     booting += 1;
-    const child = fork(entry, [], {
-      env: { ...workerEnvironment({ ...process.env, ...options.env }), [WORKER_CONFIG_ENV]: JSON.stringify(config) },
+    const child = fork(launch.modulePath, [], {
+      execArgv: launch.execArgv,
+      env: environment,
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
       // Its own process group: a terminal's Ctrl-C reaches the host, which stops workers in order.
       // A worker whose host dies sees the IPC channel close and drains by itself.
@@ -299,7 +346,16 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         if (slot.phase === 'booting') slot.phase = 'idle';
         booted(slot);
         bootFailures = 0;
-        host.emit('worker.ready', { pid, role, bootMs: performance.now() - started });
+        const boot = notice.boot;
+        const steps: BootSteps | undefined = boot && {
+          node: boot.entryAt - spawnedAt,
+          code: boot.code,
+          nats: boot.nats,
+          connect: boot.connect,
+          warmUp: boot.warmUp,
+          cpuMs: boot.cpuMs,
+        };
+        host.emit('worker.ready', { pid, role, bootMs: performance.now() - started, ...(steps ? { steps } : {}) });
         balance();
       } else if (notice.type === 'task.taken') {
         slot.tasksTaken += 1;

@@ -1,11 +1,11 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { connect } from '@nats-io/transport-node';
-import { jetstream, type Consumer, type JetStreamClient, type JsMsg } from '@nats-io/jetstream';
+import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
 import { taskQueueNames } from '@polish/protocol';
-import { natsConnectOptions } from '../nats-connect.js';
+import { natsOptions } from '../nats-options.js';
 import { currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
-import type { WorkerConfig, WorkerNotice } from './worker-config.js';
+import type { WorkerBoot, WorkerConfig, WorkerNotice } from './worker-config.js';
+import { loadNatsClient, type NatsClient } from './nats-client.js';
 import { warmUp } from './warm-up.js';
 import { serveTask } from './serve-task.js';
 
@@ -56,25 +56,56 @@ async function nextTask(consumer: Consumer, stop: AbortSignal): Promise<JsMsg | 
 }
 
 /**
+ * How a worker process began: when its entry ran, how long its code took to load, and how it
+ * loads the NATS client (a dynamic import, unless the entry knows better: snapshot-entry.ts).
+ */
+export interface BootStart {
+  entryAt: number;
+  code: number;
+  loadNats?: () => Promise<NatsClient>;
+}
+
+/**
  * One worker process's life: connect, warm up, then take at most `reuse` tasks of one role
  * from the task queue, one at a time (it pulls one only when it has none), answer each, then
  * drain and return. `stop` ends it early the same way: no new task, the one in hand finishes.
+ * The ready notice says where the boot went (`start`: what the entry measured before).
  */
 export async function runWorker(
   config: WorkerConfig,
   notify: (notice: WorkerNotice) => Promise<void>,
   stop: AbortSignal,
+  start: BootStart = { entryAt: performance.timeOrigin, code: 0 },
 ): Promise<void> {
-  const model = await createModel(config.model);
+  let mark = performance.now();
+  const lap = () => {
+    const now = performance.now();
+    const elapsed = now - mark;
+    mark = now;
+    return elapsed;
+  };
+  // The NATS client loads while the model is made (reading a script, or loading an SDK).
+  const [nats, model] = await Promise.all([(start.loadNats ?? loadNatsClient)(), createModel(config.model)]);
+  const natsMs = lap();
   const worker = currentWorker();
-  const connection = await connect({
-    ...natsConnectOptions(config.natsUrl, config.auth),
+  const connection = await nats.connect({
+    ...natsOptions(config.natsUrl, config.auth, nats.nkeyAuthenticator),
     name: `polish-${config.role}-${worker.pid}`,
   });
-  await warmUp(config.role, connection, config.auth?.inboxPrefix);
+  const connectMs = lap();
+  await warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix);
+  const cpu = process.cpuUsage();
+  const boot: WorkerBoot = {
+    entryAt: start.entryAt,
+    code: start.code,
+    nats: natsMs,
+    connect: connectMs,
+    warmUp: lap(),
+    cpuMs: (cpu.user + cpu.system) / 1000,
+  };
   // Ready once warm: a worker started before any orchestrator waits for its queue to appear.
-  await notify({ type: 'ready' });
-  const js = jetstream(connection);
+  await notify({ type: 'ready', boot });
+  const js = nats.jetstream(connection);
   const consumer = await openConsumer(js, config, stop);
   if (consumer) {
     const { config: consumerConfig } = await consumer.info(true);

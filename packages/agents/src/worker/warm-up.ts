@@ -1,7 +1,8 @@
-import { createInbox, type NatsConnection } from '@nats-io/transport-node';
+import type { NatsConnection } from '@nats-io/transport-node';
 import { PROTOCOL_VERSION, TaskReplySchema, type TaskRole, type TaskEnvelope } from '@polish/protocol';
 import { handleTask } from '../handle-task.js';
 import { createScriptedProvider } from '../providers/scripted-provider.js';
+import type { NatsClient } from './nats-client.js';
 
 const criteria = [{ id: 'C1', text: 'warm-up criterion' }];
 
@@ -58,7 +59,12 @@ function syntheticTask(role: TaskRole): TaskEnvelope {
  * single-use process otherwise pays V8's cold start on the real task, inside the hop. Nothing
  * is kept, and no task subject is touched.
  */
-export async function warmUp(role: TaskRole, connection: NatsConnection, inboxPrefix?: string): Promise<void> {
+export async function warmUp(
+  role: TaskRole,
+  connection: NatsConnection,
+  createInbox: NatsClient['createInbox'],
+  inboxPrefix?: string,
+): Promise<void> {
   // The same path a real task takes, NATS included: request → subscription iterator → handler → respond.
   // Within the worker's own inbox prefix: the only subjects its NATS user may use besides its tasks.
   const subject = createInbox(inboxPrefix);

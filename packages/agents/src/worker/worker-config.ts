@@ -47,10 +47,25 @@ export const WorkerConfigSchema = z.strictObject({
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
+/**
+ * What a worker measured of its own boot, in milliseconds: when its entry began to run (epoch
+ * ms, `performance.timeOrigin + performance.now()`, so that its host can tell how long Node took
+ * to get there), loading its code, loading the NATS client and making the model (at once),
+ * connecting, the warm-up task, and the CPU time the process had used when it was ready.
+ */
+export interface WorkerBoot {
+  entryAt: number;
+  code: number;
+  nats: number;
+  connect: number;
+  warmUp: number;
+  cpuMs: number;
+}
+
 /** Messages a worker sends its host over IPC. */
 export type WorkerNotice =
   | { type: 'started' }
-  | { type: 'ready' }
+  | { type: 'ready'; boot?: WorkerBoot }
   /** `ack`: the delivery's ack subject, so the host can have the task handed out again if this process dies. */
   | {
       type: 'task.taken';

@@ -1,40 +1,44 @@
-// Entry point of a worker process, forked by the agent host with an IPC channel.
+// A worker process's life, started by its entry (worker-entry.ts) once the code is loaded; forked
+// by the agent host with an IPC channel.
 import { WORKER_CONFIG_ENV, WorkerConfigSchema, type WorkerNotice } from './worker-config.js';
-import { runWorker } from './run-worker.js';
+import { runWorker, type BootStart } from './run-worker.js';
 import { startTelemetry, type Telemetry } from '../telemetry.js';
 
-// Until it is ready a worker has pulled nothing: stopping then is leaving at once (even in the
-// middle of connecting). Once ready, a stop drains: no new task, the one in hand finishes.
-let ready = false;
-/** Resolves once the notice has been handed to the IPC channel, so none is lost at exit. */
-const notify = (notice: WorkerNotice) =>
-  new Promise<void>((resolve) => {
-    if (notice.type === 'ready') ready = true;
-    if (!process.send || !process.connected) return resolve();
-    process.send(notice, undefined, {}, () => resolve());
-  });
-const stop = new AbortController();
-const onStop = () => {
-  if (!ready) process.exit(0);
-  stop.abort();
-};
-// SIGTERM/SIGINT, or the host going away.
-process.once('SIGTERM', onStop);
-process.once('SIGINT', onStop);
-process.once('disconnect', onStop);
-await notify({ type: 'started' });
+/** Runs this process as a worker: its configuration comes from the environment, its host is at the IPC channel. */
+export async function workerMain(start: BootStart): Promise<never> {
+  // Until it is ready a worker has pulled nothing: stopping then is leaving at once (even in the
+  // middle of connecting). Once ready, a stop drains: no new task, the one in hand finishes.
+  let ready = false;
+  /** Resolves once the notice has been handed to the IPC channel, so none is lost at exit. */
+  const notify = (notice: WorkerNotice) =>
+    new Promise<void>((resolve) => {
+      if (notice.type === 'ready') ready = true;
+      if (!process.send || !process.connected) return resolve();
+      process.send(notice, undefined, {}, () => resolve());
+    });
+  const stop = new AbortController();
+  const onStop = () => {
+    if (!ready) process.exit(0);
+    stop.abort();
+  };
+  // SIGTERM/SIGINT, or the host going away.
+  process.once('SIGTERM', onStop);
+  process.once('SIGINT', onStop);
+  process.once('disconnect', onStop);
+  await notify({ type: 'started' });
 
-// Tracing only when an OTLP endpoint is configured: otherwise the SDK is never even loaded.
-let telemetry: Telemetry | undefined;
-try {
-  telemetry = await startTelemetry('polish-worker');
-  const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));
-  await runWorker(config, notify, stop.signal);
-  // A single-use process exits right after its task: export its spans first.
-  await telemetry.shutdown();
-  process.exit(0);
-} catch (error) {
-  process.stderr.write(`polish worker ${process.pid}: ${(error as Error).message}\n`);
-  await telemetry?.shutdown();
-  process.exit(1);
+  // Tracing only when an OTLP endpoint is configured: otherwise the SDK is never even loaded.
+  let telemetry: Telemetry | undefined;
+  try {
+    telemetry = await startTelemetry('polish-worker');
+    const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));
+    await runWorker(config, notify, stop.signal, start);
+    // A single-use process exits right after its task: export its spans first.
+    await telemetry.shutdown();
+    process.exit(0);
+  } catch (error) {
+    process.stderr.write(`polish worker ${process.pid}: ${(error as Error).message}\n`);
+    await telemetry?.shutdown();
+    process.exit(1);
+  }
 }

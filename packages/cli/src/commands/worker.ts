@@ -1,4 +1,4 @@
-import { createAgentHost, defaultMaxWorkers } from '@polish/agents';
+import { createAgentHost, defaultMaxWorkers, type BootSteps } from '@polish/agents';
 import { unavailable, invalidInput, ReviseModeSchema, TaskRoleSchema, type TaskRole } from '@polish/protocol';
 import { hostAuthOf, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { describeModels, resolveModels, withAnswers, type ModelFlags } from '../models.js';
@@ -19,6 +19,15 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
+
+/** Where a boot went, for the "ready in" line: `node 35, code 20, nats 9, connect 4, warm-up 12 (61 ms CPU)`. */
+export function describeBoot(steps: BootSteps): string {
+  const ms = (value: number) => Math.round(value);
+  return (
+    `node ${ms(steps.node)}, code ${ms(steps.code)}, nats ${ms(steps.nats)}, connect ${ms(steps.connect)}, ` +
+    `warm-up ${ms(steps.warmUp)} (${ms(steps.cpuMs)} ms CPU)`
+  );
+}
 
 /** `--allow-unsandboxed` and `--command-env A,B`: what critique commands run by these workers may do. */
 export function commandSettingsOf(flags: { allowUnsandboxed?: boolean; commandEnv?: string }) {
@@ -81,7 +90,9 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     roleModels: models.byRole,
     ...(credentials ? { auth: hostAuthOf(credentials, roles) } : {}),
   });
-  host.on('worker.ready', ({ pid, role, bootMs }) => log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms`));
+  host.on('worker.ready', ({ pid, role, bootMs, steps }) =>
+    log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms${steps ? `: ${describeBoot(steps)}` : ''}`),
+  );
   host.on('worker.started', ({ pid, role, alive }) => log(`worker ${pid} (${role}) started; ${alive} alive`));
   host.on('task.taken', ({ pid, role, taskId, key, queueSeq, deliverySeq, delivery }) =>
     log(

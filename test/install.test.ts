@@ -144,7 +144,7 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
       for (const [name, range] of Object.entries(manifest.dependencies ?? {}))
         if (name.startsWith('@polish/')) expect(range, `${tarball}: ${name}`).toBe('0.1.0');
     }
-    expect(packedManifest('polish-cli-0.1.0.tgz').bin).toEqual({ polish: './dist/main.js' });
+    expect(packedManifest('polish-cli-0.1.0.tgz').bin).toEqual({ polish: './dist/bin.js' });
   });
 
   it('resolves the JSON Schema files inside the installed protocol package', async () => {
@@ -191,11 +191,14 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
       { describe: 'npx polish worker' },
     );
     await worker.waitFor(/all pools ready/);
-    // Its worker processes run the bundled worker entry of the installed @polish/agents.
+    // Its worker processes start from the installed @polish/agents (its snapshot or its bundle), not the checkout.
     const pid = (await worker.waitFor(/^worker (\d+) \(evaluate\) ready/))[1];
-    expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain(
-      join(project, 'node_modules/@polish/agents/dist/worker-bundle/worker-process.mjs'),
-    );
+    const installed = join(project, 'node_modules/@polish/agents/dist/');
+    const entry = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
+      .split('\0')
+      .filter((arg) => /worker-snapshot\/worker\.blob$|worker-bundle\/worker-entry\.mjs$/.test(arg));
+    expect(entry).toHaveLength(1);
+    expect(entry[0]?.startsWith(installed), entry[0]).toBe(true);
     const overNats = await succeed('node', ['polish-library.mjs', nats!.server.url], project, env);
     expect(overNats.stdout).toBe('over NATS: CONVERGED after 2 iterations: "Hello, world.\\n"\n');
     // The answers came from the installed `polish worker`'s processes.

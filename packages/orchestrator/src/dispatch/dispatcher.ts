@@ -32,6 +32,17 @@ export interface DispatchOptions {
   maxAttempts?: number;
   /** Told how the task is getting on: queued, still waiting, taken, given back. */
   onProgress?: (progress: DispatchProgress) => void;
+  /**
+   * Over NATS: the model lane the task goes to instead of its role's queue (a quorum's judge on
+   * its own model), taken only by workers serving that model. In process there are no lanes.
+   */
+  lane?: TaskLane;
+}
+
+/** A model's lane: its name (see `modelLane` in the protocol) and the model, for messages. */
+export interface TaskLane {
+  name: string;
+  model: string;
 }
 
 /**
@@ -43,4 +54,9 @@ export interface Dispatcher {
   dispatch<R extends TaskRole>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;
   /** Releases connections; a closed dispatcher accepts no more tasks. */
   close?(): Promise<void>;
+}
+
+/** A dispatcher that sends every task to one model's lane: a judge whose workers run elsewhere. */
+export function laneDispatcher(dispatcher: Dispatcher, lane: TaskLane): Dispatcher {
+  return { dispatch: (role, payload, options) => dispatcher.dispatch(role, payload, { ...options, lane }) };
 }

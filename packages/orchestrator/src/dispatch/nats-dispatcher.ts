@@ -272,7 +272,7 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
 
   const onCrash = (task: PendingTask, notice: ReturnType<typeof CrashNoticeSchema.parse>) => {
     if (notice.role !== task.role) return;
-    void opened.then((queue) => {
+    void opened.then(() => {
       // Only an ack subject of the task's own queue: a notice cannot touch another queue.
       const own = taskQueueOf(task.role, task.lane?.name, prefix);
       if (!notice.ack.startsWith(jetStreamApi.ackPrefix(own.stream, own.consumer))) return;

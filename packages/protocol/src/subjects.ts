@@ -102,12 +102,22 @@ export interface TaskQueueAddress {
 export function taskQueueOf(role: TaskRole, lane?: string, prefix = DEFAULT_SUBJECT_PREFIX): TaskQueueAddress {
   if (lane === undefined) {
     const names = taskQueueNames(prefix);
-    return { stream: names.tasksStream, consumer: names.taskConsumer(role), subject: taskSubject(role, prefix), label: role };
+    return {
+      stream: names.tasksStream,
+      consumer: names.taskConsumer(role),
+      subject: taskSubject(role, prefix),
+      label: role,
+    };
   }
   if (!isLaneRole(role)) throw new Error(`${role} tasks have no lanes (only ${LANE_ROLES.join(', ')})`);
   if (!LANE_PATTERN.test(lane)) throw new Error(`"${lane}" is not a lane name (${LANE_PATTERN})`);
   const names = laneQueueNames(role, prefix);
-  return { stream: names.stream, consumer: names.consumer(lane), subject: names.subject(lane), label: `${role} lane ${lane}` };
+  return {
+    stream: names.stream,
+    consumer: names.consumer(lane),
+    subject: names.subject(lane),
+    label: `${role} lane ${lane}`,
+  };
 }
 
 /** JetStream's advisory when a task of the queue was delivered as often as its consumer allows. */

@@ -104,7 +104,9 @@ export async function executeRun(
       // Over NATS each judge's tasks go to its model's lane: only workers serving that model take them.
       const laned = runtime.embedded ? [] : lanes.map((lane) => laneDispatcher(runtime.dispatcher, lane));
       for (const [index, lane] of (runtime.embedded ? [] : lanes).entries())
-        log(`polish: judge ${index + 1}: ${lane.model}, lane ${lane.name} (\`polish worker --lane\` hosts of that model)`);
+        log(
+          `polish: judge ${index + 1}: ${lane.model}, lane ${lane.name} (\`polish worker --lane\` hosts of that model)`,
+        );
       checkFits(spec, runtime.maxPayload);
       const runId = randomUUID();
       const observed = await observeRun(runtime, runId, mode, inspectFlags, interrupt.signal);

@@ -107,7 +107,9 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
     else if (configDifferences(info.config, config).length > 0) {
       // Lease and delivery bound may change (an operator raised them); the filter may not.
       if (info.config.filter_subject !== config.filter_subject) {
-        throw unavailable(`consumer ${name} of ${stream} filters ${info.config.filter_subject}, not ${config.filter_subject}`);
+        throw unavailable(
+          `consumer ${name} of ${stream} filters ${info.config.filter_subject}, not ${config.filter_subject}`,
+        );
       }
       await manager.consumers.update(stream, name, {
         ack_wait: config.ack_wait,

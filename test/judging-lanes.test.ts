@@ -1,9 +1,9 @@
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
-import { startNats, type NatsFixture } from './support/nats.js';
+import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { startHost, stop, type WatchedProcess } from './support/processes.js';
 import { startFakeModelServer, type FakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
@@ -16,8 +16,9 @@ import { FIRST, FIXED, JUDGING_CRITERIA, lenientScores, strictScores } from './s
 
 // A quorum's judges on their own models when the workers run elsewhere (issue 17): over NATS,
 // judge i's task goes to the lane of its model, which only `polish worker --lane` hosts serving
-// that model take. Real nats-server, real worker hosts and processes, the real Anthropic and
-// OpenAI SDKs against local fake servers.
+// that model take. Real nats-server configured by `polish nats-config` (every process as its own
+// user: evaluate workers may pull any evaluate lane and nothing else), real worker hosts and
+// processes, the real Anthropic and OpenAI SDKs against local fake servers.
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-judging-lanes-'));
 const file = (name: string, content: unknown) => {
@@ -63,30 +64,62 @@ const criteriaLines = JUDGING_CRITERIA.map((criterion) => `${criterion.id}: ${cr
 const stateless = (text: string) => `Locked criteria:\n${criteriaLines}\n\n<artifact>\n${text}\n</artifact>`;
 
 describe('judges routed to their models over NATS (model lanes)', () => {
-  let nats: NatsFixture;
+  let server: EmbeddedNats;
+  let credentials: string;
   let claude: FakeModelServer;
   let gpt: FakeModelServer;
   const hosts: WatchedProcess[] = [];
   beforeAll(async () => {
-    nats = await startNats();
+    const generated = await polish([
+      'nats-config',
+      '--dir',
+      join(scratch, 'nats'),
+      '--store-dir',
+      join(scratch, 'jetstream'),
+    ]);
+    expect(generated.code, generated.stderr).toBe(0);
+    const files = JSON.parse(generated.stdout) as { config: string; credentials: string };
+    credentials = files.credentials;
+    expect(Object.keys(JSON.parse(readFileSync(credentials, 'utf8')))).toContain('evaluate');
+    server = await startNatsServer({ storeDir: join(scratch, 'jetstream'), configFile: files.config });
     // Two model families: a strict Claude and a lenient GPT, so each judge's scores tell whose they are.
     claude = await judgeServer(anthropicDialect, anthropicSystem, anthropicUser, strictScores);
     gpt = await judgeServer(openaiDialect, openaiSystem, openaiUser, lenientScores);
     // Three machines' worth of hosts: one per judge model (each only with its own key), one for the rest.
     hosts.push(
       await startHost(
-        nats.server.url,
-        ['--roles', 'evaluate', '--evaluator-model', `anthropic:claude-judge@${claude.url}`, '--lane', '--pool', '1'],
+        server.url,
+        [
+          '--credentials',
+          credentials,
+          '--roles',
+          'evaluate',
+          '--evaluator-model',
+          `anthropic:claude-judge@${claude.url}`,
+          '--lane',
+          '--pool',
+          '1',
+        ],
         cleanEnvironment({ ANTHROPIC_API_KEY: 'sk-ant-judge' }),
       ),
       await startHost(
-        nats.server.url,
-        ['--roles', 'evaluate', '--evaluator-model', `openai:gpt-judge@${gpt.url}/v1`, '--lane', '--pool', '1'],
+        server.url,
+        [
+          '--credentials',
+          credentials,
+          '--roles',
+          'evaluate',
+          '--evaluator-model',
+          `openai:gpt-judge@${gpt.url}/v1`,
+          '--lane',
+          '--pool',
+          '1',
+        ],
         cleanEnvironment({ OPENAI_API_KEY: 'sk-openai-judge' }),
       ),
       await startHost(
-        nats.server.url,
-        ['--roles', 'evaluate,revise', '--script', plainScript, '--pool', '1'],
+        server.url,
+        ['--credentials', credentials, '--roles', 'evaluate,revise', '--script', plainScript, '--pool', '1'],
         cleanEnvironment(),
       ),
     );
@@ -94,7 +127,7 @@ describe('judges routed to their models over NATS (model lanes)', () => {
   afterAll(async () => {
     for (const host of hosts) await stop(host);
     await Promise.all([claude?.stop(), gpt?.stop()]);
-    await nats?.stop();
+    await server?.stop();
   });
 
   it('--evaluators naming two families: each judge is answered by its own model’s workers, and only those', async () => {
@@ -109,7 +142,9 @@ describe('judges routed to their models over NATS (model lanes)', () => {
         '--evaluators',
         'anthropic:claude-judge,openai:gpt-judge',
         '--nats',
-        nats.server.url,
+        server.url,
+        '--credentials',
+        credentials,
         '--json',
       ],
       { env: cleanEnvironment() },
@@ -161,7 +196,9 @@ describe('judges routed to their models over NATS (model lanes)', () => {
         '--evaluators',
         'anthropic:claude-judge,openai:gpt-nobody-serves',
         '--nats',
-        nats.server.url,
+        server.url,
+        '--credentials',
+        credentials,
         '--worker-wait',
         '1',
         '--json',

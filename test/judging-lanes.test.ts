@@ -184,6 +184,40 @@ describe('judges routed to their models over NATS (model lanes)', () => {
     expect(plainHost.lines.filter((line) => /\(revise\) took task/.test(line))).toHaveLength(1);
   });
 
+  it('one --evaluators spec: the lone judge goes to its model’s lane too; criteria and revise stay on their queues', async () => {
+    const before = gpt.requests.length;
+    const plainRevisions = (hosts[2] as WatchedProcess).lines.filter((line) =>
+      /\(revise\) took task/.test(line),
+    ).length;
+    const run = await polish(
+      [
+        'run',
+        artifact,
+        '--goal',
+        goal,
+        '--criteria',
+        criteria,
+        '--evaluators',
+        'openai:gpt-judge',
+        '--nats',
+        server.url,
+        '--credentials',
+        credentials,
+        '--json',
+      ],
+      { env: cleanEnvironment() },
+    );
+    const result = RunResultSchema.parse(JSON.parse(run.stdout));
+    // The lenient GPT passes the first version: one evaluation, by GPT, no revision.
+    expect([result.status, result.iterations], run.stderr).toEqual(['CONVERGED', 1]);
+    expect(result.models).toEqual([{ provider: 'local', model: 'gpt-judge', scripted: false }]);
+    expect(gpt.requests.slice(before).map(openaiUser)).toEqual([stateless(FIRST)]);
+    expect((hosts[2] as WatchedProcess).lines.filter((line) => /\(evaluate\) took task/.test(line))).toHaveLength(0);
+    expect((hosts[2] as WatchedProcess).lines.filter((line) => /\(revise\) took task/.test(line))).toHaveLength(
+      plainRevisions,
+    );
+  });
+
   it('a judge whose model no host serves: the run fails naming the lane, the model and how to serve it', async () => {
     const run = await polish(
       [

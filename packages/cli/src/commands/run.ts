@@ -113,7 +113,8 @@ export async function executeRun(
       const progress = createProgressReporter();
       const result = await startPolish(spec, {
         runId,
-        dispatcher: runtime.dispatcher,
+        // A lone judge (one --evaluators spec) is the evaluate role's: its lane too.
+        dispatcher: laned[0] ?? runtime.dispatcher,
         onEvent: (event) => {
           progress(event);
           observed.onEvent(event);

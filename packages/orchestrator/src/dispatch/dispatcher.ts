@@ -1,4 +1,4 @@
-import type { ModelInfo, PayloadOf, TaskRole, Usage, WorkerInfo } from '@polish/protocol';
+import { isLaneRole, type ModelInfo, type PayloadOf, type TaskRole, type Usage, type WorkerInfo } from '@polish/protocol';
 
 /** What came back for one task: the raw result (validated by the caller), usage and provenance. */
 export interface DispatchOutcome {
@@ -56,7 +56,13 @@ export interface Dispatcher {
   close?(): Promise<void>;
 }
 
-/** A dispatcher that sends every task to one model's lane: a judge whose workers run elsewhere. */
+/**
+ * A dispatcher that sends the tasks of roles with lanes (evaluate) to one model's lane, and the
+ * others as `dispatcher` does: a judge whose workers run elsewhere.
+ */
 export function laneDispatcher(dispatcher: Dispatcher, lane: TaskLane): Dispatcher {
-  return { dispatch: (role, payload, options) => dispatcher.dispatch(role, payload, { ...options, lane }) };
+  return {
+    dispatch: (role, payload, options) =>
+      dispatcher.dispatch(role, payload, isLaneRole(role) ? { ...options, lane } : options),
+  };
 }

@@ -1,4 +1,11 @@
-import { isLaneRole, type ModelInfo, type PayloadOf, type TaskRole, type Usage, type WorkerInfo } from '@polish/protocol';
+import {
+  isLaneRole,
+  type ModelInfo,
+  type PayloadOf,
+  type TaskRole,
+  type Usage,
+  type WorkerInfo,
+} from '@polish/protocol';
 
 /** What came back for one task: the raw result (validated by the caller), usage and provenance. */
 export interface DispatchOutcome {

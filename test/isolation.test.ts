@@ -144,7 +144,17 @@ describe('a run across per-role NATS users (polish nats-config)', () => {
     }
 
     // A quorum of three judges through the same run service: every judge's request is the same
-    // stateless payload, the current artifact and the criteria, nothing else of the run.
+    // stateless payload, the current artifact and the criteria, nothing else of the run. The
+    // judges' tasks go to their model's lane, which a host started with --lane serves.
+    const laneHost = await startHost(
+      server.url,
+      [
+        ...['--pool', '1', '--credentials', credentialsFile, '--roles', 'evaluate', '--lane'],
+        ...['--evaluator-model', `anthropic:claude-test@${claude.url}`],
+      ],
+      cleanEnvironment({ ANTHROPIC_API_KEY: KEY }),
+    );
+    processes.push(laneHost);
     const before = claude.requests.length;
     const quorum = await polish(
       [
@@ -171,6 +181,8 @@ describe('a run across per-role NATS users (polish nats-config)', () => {
       .filter((request) => roleOf(anthropicSystem(request)) === 'evaluate')
       .map((request) => anthropicUser(request));
     expect(judged).toHaveLength(12);
+    // Routed by the run service: every judge's task was taken by the lane host.
+    expect(laneHost.lines.filter((line) => /\(evaluate\) took task/.test(line))).toHaveLength(12);
     const criteriaLines = CRITERIA.map((criterion) => `${criterion.id}: ${criterion.text}`).join('\n');
     judged.forEach((text, index) => {
       const version = Math.floor(index / 3);

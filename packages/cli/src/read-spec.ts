@@ -20,6 +20,8 @@ export interface SpecFlags {
 /** What the run spec takes from elsewhere than the flags: the judges, and the models a budget prices. */
 export interface SpecExtras {
   judges?: number;
+  /** Over NATS: each judge's model, whose lane its tasks go to. */
+  judge_models?: string[];
   models?: DeclaredModels;
 }
 
@@ -106,6 +108,7 @@ function parseCap(raw: string | undefined): number | undefined {
 const FLAG_OF_FIELD: Record<string, string> = {
   revise_mode: 'revise-mode',
   judges: 'evaluators',
+  judge_models: 'evaluators',
 };
 
 /** Reads the artifact and flags into a validated run spec, or throws INVALID_INPUT naming the field. */
@@ -128,6 +131,7 @@ export function readSpec(artifactPath: string, flags: SpecFlags, extras: SpecExt
     ...(extras.judges === undefined ? {} : { judges: extras.judges }),
     ...(budget ? { budget } : {}),
     ...(extras.models ? { models: extras.models } : {}),
+    ...(extras.judge_models ? { judge_models: extras.judge_models } : {}),
   });
   if (!parsed.success) {
     const issue = parsed.error.issues[0];

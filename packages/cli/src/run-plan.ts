@@ -1,5 +1,5 @@
 import { laneModelOf, type ModelSettings } from '@polish/agents';
-import { resolveBudget, type TaskLane } from '@polish/orchestrator';
+import { resolveBudget } from '@polish/orchestrator';
 import { invalidInput, modelLane, type PriceTable, type RunSpec, type TaskRole } from '@polish/protocol';
 import { readSpec, type SpecFlags } from './read-spec.js';
 import {
@@ -25,20 +25,24 @@ export interface RunPlan {
   models?: Partial<Record<TaskRole, ModelSettings>>;
   /** Embedded quorums: each judge's model (judge 1 is the evaluate role's). */
   judges?: ModelSettings[];
-  /** Judges over NATS: each judge's model lane, served by `polish worker --lane` hosts of that model. */
-  lanes?: TaskLane[];
   prices: PriceTable;
 }
 
-/** Each judge's lane: the lane of its model, as the worker hosts serving that model name it. */
-function lanesOf(judges: readonly ModelSettings[]): TaskLane[] {
-  return judges.map((judge) => {
+/**
+ * Judges over NATS: each judge's model (`judge_models` of the spec), whose lane only
+ * `polish worker --lane` hosts of that model serve. Says which lane each judge goes to.
+ */
+function judgeModelsOf(judges: readonly ModelSettings[]): string[] {
+  return judges.map((judge, index) => {
     const model = laneModelOf(judge);
+    let lane: string;
     try {
-      return { name: modelLane(model), model };
+      lane = modelLane(model);
     } catch (error) {
       throw invalidInput('evaluators', (error as Error).message);
     }
+    log(`polish: judge ${index + 1}: ${model}, lane ${lane} (\`polish worker --lane\` hosts of that model)`);
+    return model;
   });
 }
 
@@ -74,11 +78,12 @@ export function planRun(artifactPath: string, flags: PlanFlags, remote: boolean)
   const prices = resolved?.prices ?? resolvePrices(flags);
   const spec = readSpec(artifactPath, flags, {
     ...(judges ? { judges: judges.length } : {}),
+    ...(remote && judges ? { judge_models: judgeModelsOf(judges) } : {}),
     ...(budgeted && byRole ? { models: declareModels(byRole, judges) } : {}),
   });
   // Refuse an unpriced model now, before any process starts.
   resolveBudget(spec, prices);
-  if (remote) return { spec, prices, ...(judges ? { lanes: lanesOf(judges) } : {}) };
+  if (remote) return { spec, prices };
   if (!byRole) return { spec, prices };
   for (const line of describeModels(byRole)) log(`polish: model for ${line}`);
   for (const [index, judge] of (judges ?? []).entries())

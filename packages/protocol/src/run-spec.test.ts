@@ -41,8 +41,19 @@ describe('RunSpecSchema', () => {
     [{ ...base, criteria: [criteria[0], criteria[0]] }, 'criteria.1.id: duplicate criterion id C1'],
     [{ ...base, criteria: [{ id: 'C1', text: ' ' }] }, 'criteria.0.text: must not be empty'],
     [{ ...base, extra: 1 }, ': Unrecognized key: "extra"'],
+    [
+      { ...base, judges: 2, judge_models: ['anthropic:claude-a'] },
+      'judge_models: names 1 models for 2 judges: give one per judge',
+    ],
+    [{ ...base, judge_models: [' '] }, 'judge_models.0: gives no lane name: use provider:model'],
   ])('rejects %j with "%s"', (spec, message) => {
     expect(firstIssue(RunSpecSchema.safeParse(spec))).toBe(message);
+  });
+
+  it("accepts one model per judge, each giving its lane's name", () => {
+    expect(
+      RunSpecSchema.safeParse({ ...base, judges: 2, judge_models: ['anthropic:claude-a', 'openai:gpt-5.1'] }).success,
+    ).toBe(true);
   });
 
   it('accepts pass_N up to the number of criteria and cap 1..8', () => {

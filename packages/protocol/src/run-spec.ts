@@ -4,6 +4,16 @@ import { ThresholdSchema, requiredPasses } from './threshold.js';
 import { ReviseModeSchema } from './revision.js';
 import { MAX_JUDGES, QuorumRuleSchema } from './quorum.js';
 import { BudgetSchema, DeclaredModelsSchema } from './budget.js';
+import { modelLane } from './subjects.js';
+
+/** A model's lane name, or undefined when it gives none. */
+const laneOf = (model: string) => {
+  try {
+    return modelLane(model);
+  } catch {
+    return undefined;
+  }
+};
 
 /** Most iterations a run may be given (DESIGN §1). */
 export const MAX_CAP = 8;
@@ -43,8 +53,28 @@ export const RunSpecSchema = z
     budget: BudgetSchema.optional(),
     /** The models the roles use, with their max_tokens: what a budget reserves before each call. */
     models: DeclaredModelsSchema.optional(),
+    /**
+     * Each judge's model, `provider:model` (over NATS judge i's tasks go to that model's lane,
+     * served only by `polish worker --lane` hosts of that model); one per judge.
+     */
+    judge_models: z
+      .array(
+        z
+          .string()
+          .min(1, 'must not be empty')
+          .refine((model) => laneOf(model) !== undefined, 'gives no lane name: use provider:model'),
+      )
+      .min(1)
+      .max(MAX_JUDGES)
+      .optional(),
   })
   .superRefine((spec, ctx) => {
+    if (spec.judge_models && spec.judge_models.length !== spec.judges)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['judge_models'],
+        message: `names ${spec.judge_models.length} models for ${spec.judges} judge${spec.judges === 1 ? '' : 's'}: give one per judge`,
+      });
     const declared = spec.models?.evaluate?.length;
     if (declared !== undefined && declared !== 1 && declared !== spec.judges)
       ctx.addIssue({

@@ -6,9 +6,11 @@ import {
   RunSpecSchema,
   firstIssue,
   invalidInput,
+  modelLane,
   type PriceTable,
   type RunEvent,
   type RunResult,
+  type RunSpec,
   type RunSpecInput,
 } from '@polish/protocol';
 import { estimateCost } from './cost.js';
@@ -16,7 +18,7 @@ import { budgetReport, resolveBudget, spentOf } from './budget.js';
 import { polishMachine, type PolishInput } from './polish-machine.js';
 import { createWaveActors, type WaveLedger } from './wave-actors.js';
 import { runFinishedOf, toRunResult, type PolishFinalState } from './run-result.js';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import { laneDispatcher, type Dispatcher } from '../dispatch/dispatcher.js';
 import type { UnstampedEvent } from '../dispatch/validated-dispatch.js';
 
 /** How to run one polish loop. */
@@ -24,7 +26,8 @@ export interface RunPolishOptions {
   dispatcher: Dispatcher;
   /**
    * A quorum's judges (`judges` in the spec): judge j's tasks go to `judges[j - 1]`, so each
-   * judge can be another model's workers; judges without one go to `dispatcher`.
+   * judge can be another model's workers; judges without one go to `dispatcher`. Without it, a
+   * spec naming `judge_models` sends judge j's tasks to its model's lane of `dispatcher`.
    */
   judges?: readonly Dispatcher[];
   runId?: string;
@@ -59,6 +62,13 @@ export interface RunPersistence {
 
 /** What a run starts from: a fresh input (a spec, or a capped run's state for extend), or a persisted snapshot. */
 export type PolishStart = { input: PolishInput } | { snapshot: unknown };
+
+/** The judges of a spec naming its judges' models: each judge's tasks go to its model's lane. */
+function laneJudges(dispatcher: Dispatcher, start: PolishStart): Dispatcher[] | undefined {
+  const spec: RunSpec | undefined =
+    'input' in start ? start.input.spec : (start.snapshot as { context?: { spec?: RunSpec } }).context?.spec;
+  return spec?.judge_models?.map((model) => laneDispatcher(dispatcher, { name: modelLane(model), model }));
+}
 
 /** A started run: its id, the live actor to observe, the result to await, and a stop that keeps it resumable. */
 export interface PolishRun {
@@ -114,10 +124,14 @@ export function drivePolish(
 
   // The run's trace (a resumed run starts a new one): this span is the root, or a child of the caller's.
   const span = tracer.startSpan('polish.run', { attributes: { 'polish.run_id': runId, 'polish.resumed': restored } });
+  const lanes = options.judges ? undefined : laneJudges(options.dispatcher, start);
+  // A lone judge is the evaluate role's own: its lane too.
+  const dispatcher = lanes?.length === 1 ? (lanes[0] as Dispatcher) : options.dispatcher;
+  const judges = options.judges ?? (lanes && lanes.length > 1 ? lanes : undefined);
   const machine = polishMachine.provide({
     actors: createWaveActors({
-      dispatcher: options.dispatcher,
-      ...(options.judges ? { judges: options.judges } : {}),
+      dispatcher,
+      ...(judges ? { judges } : {}),
       traceContext: trace.setSpan(context.active(), span),
       report,
       ...(options.maxContractRedispatch === undefined ? {} : { maxContractRedispatch: options.maxContractRedispatch }),

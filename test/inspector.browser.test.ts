@@ -16,6 +16,7 @@ import {
   longArtifact,
   longScores,
 } from './support/long-artifact.js';
+import { COMMAND_CRITIQUE, parRunArgs } from './support/par-workspace.js';
 
 // The inspector in a real browser (Debian's chromium driven by playwright-core; never a browser
 // download): a real nats-server, `polish inspect`, `polish worker` hosts and `polish run` /
@@ -260,22 +261,12 @@ describe('polish inspect, in a browser', () => {
     cpSync(`${REPO}examples/par/project`, workspace, { recursive: true });
     const { page } = await openPage();
     const run = startPolish([
-      'par',
-      'run',
-      '--topic',
-      'fix-add',
-      '--workspace',
-      workspace,
-      '--goal',
-      'make add() add',
-      '--acceptance',
-      'node test.js passes',
-      '--critique',
-      'command',
-      '--command',
-      'node test.js',
-      '--policy',
-      `${REPO}examples/par/policy.json`,
+      ...parRunArgs({
+        directory: workspace,
+        topic: 'fix-add',
+        critique: COMMAND_CRITIQUE,
+        policy: `${REPO}examples/par/policy.json`,
+      }),
       '--nats',
       nats.server.url,
     ]);

@@ -23,7 +23,7 @@ import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-durable-'));
@@ -229,14 +229,10 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
 
   it('200 concurrent runs with one orchestrator restart: all reach a terminal state, none lost, none duplicated', async () => {
     // Reused workers: this test is about the orchestrator, and 1,200 single-use boots would take minutes.
-    const host = await startHost(nats.server.url, [
-      '--pool',
-      '2',
-      '--reuse',
-      '1000000',
-      '--script',
-      `${demo}/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ pool: 2, reuse: 1_000_000, script: `${demo}/script.yaml` }),
+    );
     const first = await startServe(nats.server.url, 'bulk');
     const ids: string[] = Array.from({ length: 200 }, () => randomUUID());
     const finished = new Set<string>();

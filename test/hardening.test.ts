@@ -11,24 +11,14 @@ import { Kvm } from '@nats-io/kv';
 import { startNatsServer } from '@polish/cli';
 import { openRunStore } from '@polish/orchestrator';
 import { RunResultSchema, storeNames } from '@polish/protocol';
-import { POLISH, REPO, polish } from './support/cli.js';
+import { DEMO_GOAL, POLISH, REPO, demoRunArgs, polish } from './support/cli.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop } from './support/processes.js';
 
 const demo = `${REPO}examples/demo`;
 const scratch = mkdtempSync(join(tmpdir(), 'polish-hardening-'));
-const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();
-const runArgs = (artifact: string, extra: string[] = []) => [
-  'run',
-  artifact,
-  '--goal',
-  goal,
-  '--criteria',
-  `${demo}/criteria.json`,
-  '--script',
-  `${demo}/script.yaml`,
-  ...extra,
-];
+const runArgs = (artifact: string, extra: string[] = []) =>
+  demoRunArgs(['--script', `${demo}/script.yaml`, ...extra], artifact);
 const file = (name: string, content: string | Buffer) => {
   const path = join(scratch, name);
   writeFileSync(path, content);
@@ -91,7 +81,7 @@ describe('paid work is never lost', () => {
         ],
       }),
     );
-    const args = ['run', artifact, '--goal', goal, '--criteria', `${demo}/criteria.json`, '--script', passing];
+    const args = demoRunArgs(['--script', passing], artifact);
     const child = spawn(
       'unshare',
       [
@@ -143,18 +133,7 @@ describe('paid work is never lost', () => {
     );
     const host = await startHost(server.url, ['--pool', '1', '--script', script]);
     try {
-      const outcome = await polish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        goal,
-        '--criteria',
-        `${demo}/criteria.json`,
-        '--nats',
-        server.url,
-        '--local',
-        '--json',
-      ]);
+      const outcome = await polish(demoRunArgs(['--nats', server.url, '--local', '--json']));
       expect(outcome.code, outcome.stderr).toBe(4);
       const result = RunResultSchema.parse(JSON.parse(outcome.stdout));
       expect(result.status).toBe('FAILED');
@@ -223,7 +202,15 @@ describe('no bad record takes the service down', () => {
       expect(status.code).toBe(0);
       expect(status.stdout).toContain('CORRUPT');
       // Everything else keeps working: a new run through the same service converges.
-      const run = await polish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--json']);
+      const run = await polish([
+        'run',
+        `${demo}/artifact.md`,
+        '--goal',
+        DEMO_GOAL,
+        '--nats',
+        nats.server.url,
+        '--json',
+      ]);
       expect(run.code, run.stderr).toBe(0);
       // And a restart meets the quarantined records without stumbling.
       await stop(serve);

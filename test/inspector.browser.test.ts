@@ -6,7 +6,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { request as httpRequest } from 'node:http';
 import { loadScriptFile } from '@polish/agents';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 import { REPO } from './support/cli.js';
 import {
   LONG_CRITERIA,
@@ -248,14 +248,10 @@ describe('polish inspect, in a browser', () => {
   });
 
   it('shows a PAR run: cycles, evidence and each policy decision with its reasons', async () => {
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'par.plan,par.act,par.command',
-      '--pool',
-      '1',
-      '--script',
-      `${REPO}examples/par/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['par.plan', 'par.act', 'par.command'], pool: 1, script: `${REPO}examples/par/script.yaml` }),
+    );
     started.push(host);
     const workspace = mkdtempSync(join(tmpdir(), 'polish-inspector-par-'));
     cpSync(`${REPO}examples/par/project`, workspace, { recursive: true });

@@ -11,9 +11,9 @@ import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { jetstream } from '@nats-io/jetstream';
 import { openTaskQueue } from '@polish/orchestrator';
 import { RunEventSchema, RunResultSchema, RunSummarySchema, TaskReplySchema, type RunEvent } from '@polish/protocol';
-import { startNats, type NatsFixture } from './support/nats.js';
+import { startNats, writeNatsConfig, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
-import { REPO, polish } from './support/cli.js';
+import { DEMO_TASK_ROLES, REPO, polish } from './support/cli.js';
 
 // Interoperability (docs/protocol.md): processes that use no polish package at all, only a NATS
 // client and the published JSON Schemas, take part in runs beside polish's own processes.
@@ -167,14 +167,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       await events.finished(runId);
       expect(events.invalid).toEqual([]);
       const answers = waves(events.of(runId));
-      expect(answers.map((answer) => answer.role)).toEqual([
-        'criteria',
-        'evaluate',
-        'revise',
-        'evaluate',
-        'revise',
-        'evaluate',
-      ]);
+      expect(answers.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
       for (const answer of answers) {
         if (answer.role === 'evaluate') {
           expect(answer.worker.pid).toBe(worker.pid);
@@ -352,15 +345,7 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
   });
 
   it('the foreign worker connects as `evaluate` and the client as `client`, each with its inbox prefix, and a served run converges', async () => {
-    const generated = await polish([
-      'nats-config',
-      '--dir',
-      join(scratch, 'nats'),
-      '--store-dir',
-      join(scratch, 'jetstream'),
-    ]);
-    expect(generated.code, generated.stderr).toBe(0);
-    const { config, credentials } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+    const { config, credentials } = await writeNatsConfig(join(scratch, 'nats'), join(scratch, 'jetstream'));
     server = await startNatsServer({ storeDir: join(scratch, 'jetstream'), configFile: config });
     const url = server.url;
     const auth = ['--credentials', credentials];

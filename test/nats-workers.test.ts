@@ -13,7 +13,8 @@ import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agen
 import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
-import { processesTagged, startHost, startPolish, stop } from './support/processes.js';
+import { processesTagged, startHost, startPolish, stop, workerArgs } from './support/processes.js';
+import { DEMO_TASK_ROLES } from './support/cli.js';
 
 const demo = 'examples/demo';
 const spec: RunSpecInput = {
@@ -66,14 +67,7 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(outcome(result)).toEqual(outcome(undisturbed));
       expect(result.status).toBe('CONVERGED');
       expect(result.iterations).toBe(3);
-      expect(answers.map((answer) => answer.role)).toEqual([
-        'criteria',
-        'evaluate',
-        'revise',
-        'evaluate',
-        'revise',
-        'evaluate',
-      ]);
+      expect(answers.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
       const pids = answers.map((answer) => answer.worker.pid);
       expect(new Set(pids).size).toBe(pids.length);
       expect(pids).not.toContain(process.pid);
@@ -110,14 +104,10 @@ describe('agents as single-use worker processes over NATS', () => {
   });
 
   it('ends FAILED naming the role when no worker serves it, within the configured wait', async () => {
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'criteria,revise',
-      '--pool',
-      '1',
-      '--script',
-      `${demo}/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['criteria', 'revise'], pool: 1, script: `${demo}/script.yaml` }),
+    );
     try {
       const { result, events } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
       // It did wait for workers before giving up (a lower bound only: no timing threshold).
@@ -208,14 +198,7 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
       const match = /^ {2}(\S+) answered by process (\d+)/.exec(line);
       return match ? [{ role: match[1], pid: Number(match[2]) }] : [];
     });
-    expect(answeredBy.map((answer) => answer.role)).toEqual([
-      'criteria',
-      'evaluate',
-      'revise',
-      'evaluate',
-      'revise',
-      'evaluate',
-    ]);
+    expect(answeredBy.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
     expect(new Set(answeredBy.map((answer) => answer.pid)).size).toBe(answeredBy.length);
     expect(processesTagged(tag)).toEqual([]);
   });

@@ -18,7 +18,6 @@ import {
   change,
   COMMAND_CRITIQUE,
   decide,
-  env,
   parRunArgs,
   plan,
   resume,

@@ -16,7 +16,7 @@ import {
   type NatsConnection,
 } from '@nats-io/transport-node';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
-import { polish } from './support/cli.js';
+import { writeNatsConfig } from './support/nats.js';
 import { PRINCIPALS, PUBLISH, SUBSCRIBE, type Principal } from './support/permission-table.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-permissions-'));
@@ -102,16 +102,7 @@ describe.each(CONFIGURATIONS)(
     const folder = join(scratch, name.replace(/\W+/g, '-'));
 
     beforeAll(async () => {
-      const generated = await polish([
-        'nats-config',
-        '--dir',
-        join(folder, 'nats'),
-        '--store-dir',
-        join(folder, 'js'),
-        ...flags,
-      ]);
-      expect(generated.code, generated.stderr).toBe(0);
-      const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+      const { config, credentials: file } = await writeNatsConfig(join(folder, 'nats'), join(folder, 'js'), flags);
       credentials = JSON.parse(readFileSync(file, 'utf8'));
       base = dirname(file);
       server = await startNatsServer({ storeDir: join(folder, 'js'), configFile: config });

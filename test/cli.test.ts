@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { spawnSync } from 'node:child_process';
-import { POLISH, demoRunArgs, polish } from './support/cli.js';
+import { POLISH, polish } from './support/cli.js';
+import { demoRunArgs } from './support/demo.js';
 
 const demo = 'examples/demo';
 const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();

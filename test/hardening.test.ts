@@ -11,7 +11,8 @@ import { Kvm } from '@nats-io/kv';
 import { startNatsServer } from '@polish/cli';
 import { openRunStore } from '@polish/orchestrator';
 import { RunResultSchema, storeNames } from '@polish/protocol';
-import { DEMO_GOAL, POLISH, REPO, demoRunArgs, polish } from './support/cli.js';
+import { POLISH, REPO, polish } from './support/cli.js';
+import { DEMO_GOAL, demoRunArgs } from './support/demo.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop } from './support/processes.js';
 

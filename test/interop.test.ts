@@ -13,7 +13,8 @@ import { openTaskQueue } from '@polish/orchestrator';
 import { RunEventSchema, RunResultSchema, RunSummarySchema, TaskReplySchema, type RunEvent } from '@polish/protocol';
 import { startNats, writeNatsConfig, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
-import { DEMO_TASK_ROLES, REPO, polish } from './support/cli.js';
+import { REPO, polish } from './support/cli.js';
+import { DEMO_TASK_ROLES } from './support/demo.js';
 
 // Interoperability (docs/protocol.md): processes that use no polish package at all, only a NATS
 // client and the published JSON Schemas, take part in runs beside polish's own processes.

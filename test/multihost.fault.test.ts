@@ -4,7 +4,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { natsServerBinary } from '@polish/cli';
-import { DEMO_TASK_ROLES, polish, POLISH, REPO } from './support/cli.js';
+import { polish, POLISH, REPO } from './support/cli.js';
+import { DEMO_TASK_ROLES } from './support/demo.js';
 import { heldScript } from './support/held-script.js';
 import { createNetwork, type Network, type NetnsHost, type NetnsProcess } from './support/netns.js';
 

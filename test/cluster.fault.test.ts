@@ -14,7 +14,7 @@ import { createInProcessDispatcher, createRunClient, openRunStore, runPolish } f
 import { storeNames, type RunResult } from '@polish/protocol';
 import { startNatsCluster, type NatsCluster } from './support/cluster.js';
 import { heldScript as held } from './support/held-script.js';
-import { DEMO_SPEC, runOutcome, passedPerIteration } from './support/demo.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { polish } from './support/cli.js';
 
@@ -141,15 +141,7 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
         connections.push(observer);
         expect(await replicasOf(observer, streams)).toEqual(Object.fromEntries(streams.map((name) => [name, [3, 3]])));
 
-        client = startPolish([
-          'run',
-          `${demo}/artifact.md`,
-          '--goal',
-          DEMO_SPEC.goal,
-          '--nats',
-          clientNode.url,
-          '--json',
-        ]);
+        client = startPolish(demoRunOnNatsArgs(clientNode.url));
         const [, runId] = await client.waitFor(/submitting run (\S+) to the polish run service/);
         // Wave 1 is done and stored; the first evaluation is in a worker's hands, held there.
         await host.waitFor(/\(evaluate\) took task/);

@@ -23,7 +23,8 @@ import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
-import { DEMO_SPEC, runOutcome, passedPerIteration } from './support/demo.js';
+import { runningRecord } from './support/run-record.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
 import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 
 const demo = 'examples/demo';
@@ -108,15 +109,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script.yaml`]);
     const serve = await startServe(nats.server.url, 'cli');
     try {
-      const run = await polishCli([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        DEMO_SPEC.goal,
-        '--nats',
-        nats.server.url,
-        '--json',
-      ]);
+      const run = await polishCli(demoRunOnNatsArgs(nats.server.url));
       expect(run.code).toBe(0);
       const [, runId] = /submitting run (\S+) to the polish run service/.exec(run.stderr) ?? [];
       expect(runId).toBeDefined();
@@ -344,18 +337,12 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     await openRunStore(nats.connection);
     const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
     const runId = randomUUID();
-    const record = {
+    const record = runningRecord({
       runId,
       owner: 'old-orchestrator',
       machineVersion: 0,
-      status: 'RUNNING',
-      state: 'evaluating',
-      iteration: 1,
-      cap: 4,
-      createdAt: 1,
-      updatedAt: 1,
       snapshot: { value: 'evaluating' },
-    };
+    });
     await kv.put(`run.${runId}`, JSON.stringify(record));
     const serve = await startServe(nats.server.url, 'old-orchestrator');
     try {

@@ -12,7 +12,8 @@ import { startNatsServer } from '@polish/cli';
 import { openRunStore } from '@polish/orchestrator';
 import { RunResultSchema, storeNames } from '@polish/protocol';
 import { POLISH, REPO, polish } from './support/cli.js';
-import { DEMO_GOAL, demoRunArgs } from './support/demo.js';
+import { runningRecord } from './support/run-record.js';
+import { demoRunArgs, demoRunOnNatsArgs } from './support/demo.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop } from './support/processes.js';
 
@@ -170,18 +171,14 @@ describe('no bad record takes the service down', () => {
     await kv.put(`run.${garbled}`, 'this is not json {');
     await kv.put(
       `run.${broken}`,
-      JSON.stringify({
-        runId: broken,
-        owner: 'keeper',
-        machineVersion: 2,
-        status: 'RUNNING',
-        state: 'evaluating',
-        iteration: 1,
-        cap: 4,
-        createdAt: 1,
-        updatedAt: 1,
-        snapshot: { status: 'active', value: 'no-such-state', context: { spec: { cap: 4 } } },
-      }),
+      JSON.stringify(
+        runningRecord({
+          runId: broken,
+          owner: 'keeper',
+          machineVersion: 2,
+          snapshot: { status: 'active', value: 'no-such-state', context: { spec: { cap: 4 } } },
+        }),
+      ),
     );
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     const serve = startPolish(['serve', '--nats', nats.server.url, '--id', 'keeper']);
@@ -203,15 +200,7 @@ describe('no bad record takes the service down', () => {
       expect(status.code).toBe(0);
       expect(status.stdout).toContain('CORRUPT');
       // Everything else keeps working: a new run through the same service converges.
-      const run = await polish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        DEMO_GOAL,
-        '--nats',
-        nats.server.url,
-        '--json',
-      ]);
+      const run = await polish(demoRunOnNatsArgs(nats.server.url));
       expect(run.code, run.stderr).toBe(0);
       // And a restart meets the quarantined records without stumbling.
       await stop(serve);

@@ -122,6 +122,15 @@ function followEvents(fixture: NatsFixture) {
 }
 
 const runIdOf = (stderr: string) => /^polish: run (\S+) started/m.exec(stderr)?.[1] ?? '';
+/** The example client's --json output: each run event as it came, then the run's summary. */
+function clientOutput(stdout: string) {
+  const lines = stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as unknown);
+  const summary = RunSummarySchema.parse(lines.pop());
+  return { events: lines.map((line) => RunEventSchema.parse(line)), summary };
+}
 const waves = (events: RunEvent[]) => events.flatMap((event) => (event.type === 'wave.finished' ? [event] : []));
 
 describe('a worker and a client written with only a NATS client and the JSON Schemas', () => {
@@ -302,12 +311,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
 
       const { code, stdout } = await client([]);
       expect(code, stdout).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as unknown);
-      const summary = RunSummarySchema.parse(lines.pop());
-      const events = lines.map((line) => RunEventSchema.parse(line));
+      const { events, summary } = clientOutput(stdout);
       expect(events[0]?.type).toBe('run.started');
       expect(events.at(-1)).toMatchObject({ type: 'run.finished', status: 'CONVERGED', iterations: 3 });
       expect(
@@ -366,17 +370,12 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
 
       const { code, stdout } = await run(auth);
       expect(code, stdout).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as unknown);
-      const summary = RunSummarySchema.parse(lines.pop());
+      const { events, summary } = clientOutput(stdout);
       expect(summary).toMatchObject({
         status: 'CONVERGED',
         owner: 'interop-secured',
         result: { status: 'CONVERGED', iterations: 3 },
       });
-      const events = lines.map((line) => RunEventSchema.parse(line));
       expect(
         waves(events)
           .filter((answer) => answer.role === 'evaluate')

@@ -14,7 +14,7 @@ import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } fro
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
 import { processesTagged, startHost, startPolish, stop, workerArgs } from './support/processes.js';
-import { DEMO_SPEC, DEMO_TASK_ROLES, runOutcome } from './support/demo.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, DEMO_TASK_ROLES, runOutcome } from './support/demo.js';
 
 const demo = 'examples/demo';
 const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8'));
@@ -239,15 +239,7 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     const nats = await startNats();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     try {
-      const remote = startPolish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        DEMO_SPEC.goal,
-        '--nats',
-        nats.server.url,
-        '--json',
-      ]);
+      const remote = startPolish(demoRunOnNatsArgs(nats.server.url));
       expect(await remote.exited).toEqual({ code: 0, signal: null });
       expect(remote.lines).toContain(`polish: using workers on ${nats.server.url}`);
       expect(remote.lines.join('\n')).not.toContain('started nats-server');

@@ -23,6 +23,17 @@ export const demoRunArgs = (extra: string[] = [], artifact = `${DEMO}/artifact.m
   ...extra,
 ];
 
+/** `polish run` on the demo's artifact and goal through the workers at `natsUrl`, printing JSON (a criteria task drafts the criteria). */
+export const demoRunOnNatsArgs = (natsUrl: string) => [
+  'run',
+  `${DEMO}/artifact.md`,
+  '--goal',
+  DEMO_GOAL,
+  '--nats',
+  natsUrl,
+  '--json',
+];
+
 /** What must be equal between a disturbed and an undisturbed run. */
 export const runOutcome = (result: RunResult) => ({
   status: result.status,

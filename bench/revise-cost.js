@@ -1,11 +1,19 @@
 // What Wave 3 costs in edit form against full-text form, measured in one run (`pnpm bench`).
-// Both runs revise the same 20 KB artifact with two gaps through the real handlers and the
-// orchestrator; the scripted model's usage counts characters / 4 of the real prompts and answers.
-import { createScriptedProvider, handleTask } from '@polish/agents';
+// Both runs revise the same 20 KB artifact with two gaps through the real Anthropic SDK, the real
+// handlers and the orchestrator, against a local fake Messages API server (the one the tests use)
+// that reports usage as characters / 4 of what it received and answered. The figures are that
+// server's log, not the orchestrator's own count (which the bench checks agrees with it).
+import { handleTask, prompts } from '@polish/agents';
+import { createAnthropicProvider } from '@polish/agents/anthropic';
 import { createInProcessDispatcher, runPolish } from '@polish/orchestrator';
 import { DEFAULT_PRICES } from '@polish/cli';
+// Node 24 loads these TypeScript files as they are (type stripping): one fake server for tests and bench.
+import { charactersOverFour, startFakeModelServer } from '../test/support/fake-model-server.ts';
+import { anthropicDialect } from '../test/support/fake-anthropic.ts';
+import { anthropicSystem, anthropicUser } from '../test/support/sdk-requests.ts';
 
-const PRICED_AS = 'anthropic:claude-sonnet-4-5';
+const MODEL = 'claude-sonnet-5-5';
+const PRICED_AS = `anthropic:${MODEL}`;
 const LIMIT = 'The limit is 100 requests per minute per key.';
 const STATUS = 'A request over the limit gets status 429 Too Many Requests.';
 const criteria = [
@@ -34,21 +42,31 @@ function edits(text) {
 }
 const inFull = (text) => edits(text).reduce((current, edit) => current.replace(edit.find, edit.replace), text);
 
-/** The scripted model: quotes each sentence once it is there; revises in the form the prompt asks. */
-const model = (mode) => ({
-  ...createScriptedProvider((request) => {
-    const text = String(request.payload.artifact);
-    if (request.role === 'evaluate') {
-      const score = (id, sentence) =>
-        text.includes(sentence)
-          ? { criterion_id: id, pass: true, evidence: sentence }
-          : { criterion_id: id, pass: false, gap: `add: ${sentence}` };
-      return { scores: [score('C1', LIMIT), score('C2', STATUS)] };
-    }
-    return mode === 'edits' ? { edits: edits(text) } : { artifact: inFull(text) };
-  }),
-  answers: { revise: mode },
-});
+/** The role a request is for, read from its system prompt as the tests do. */
+function roleOf(system) {
+  for (const [role, prompt] of [
+    ['evaluate', prompts.EVALUATE_SYSTEM],
+    ['revise', prompts.REVISE_SYSTEM],
+  ])
+    if (system.includes(prompt.slice(0, 60))) return role;
+  throw new Error(`revise-cost bench: unknown system prompt ${system.slice(0, 60)}`);
+}
+
+/** The fake server's "model": quotes each sentence once it is there; revises in the form the prompt asks. */
+function answer(request) {
+  const system = anthropicSystem(request);
+  const text = /<artifact>\n([\s\S]*)\n<\/artifact>/.exec(anthropicUser(request))?.[1] ?? '';
+  if (roleOf(system) === 'evaluate') {
+    const score = (id, sentence) =>
+      text.includes(sentence)
+        ? { criterion_id: id, pass: true, evidence: sentence }
+        : { criterion_id: id, pass: false, gap: `add: ${sentence}` };
+    return { answer: { scores: [score('C1', LIMIT), score('C2', STATUS)] } };
+  }
+  // The two revise prompts open alike; a line near the end tells the edit form apart (as the tests read it).
+  const byEdits = system.includes(prompts.REVISE_EDITS_SYSTEM.split('\n').at(-3));
+  return { answer: byEdits ? { edits: edits(text) } : { artifact: inFull(text) } };
+}
 
 /**
  * Runs the same polish run by edits and in full and returns the Wave 3 output tokens of each,
@@ -56,25 +74,45 @@ const model = (mode) => ({
  */
 export async function measureReviseCost() {
   const artifact = artifactOf();
-  const prices = { 'scripted:*': DEFAULT_PRICES[PRICED_AS] };
+  const prices = { [PRICED_AS]: DEFAULT_PRICES[PRICED_AS] };
   const runs = {};
+  const logs = {};
   for (const mode of ['edits', 'full']) {
-    const scripted = model(mode);
-    const result = await runPolish(
-      { artifact, goal: 'Document the traffic limits.', criteria, revise_mode: mode },
-      { dispatcher: createInProcessDispatcher((task) => handleTask(task, scripted)), prices },
-    );
-    if (result.status !== 'CONVERGED') throw new Error(`revise-cost bench: ${mode} run ended ${result.status}`);
-    runs[mode] = result;
+    const server = await startFakeModelServer(anthropicDialect, answer, charactersOverFour);
+    try {
+      const model = {
+        ...createAnthropicProvider({ model: MODEL, apiKey: 'sk-ant-bench', baseURL: server.url, maxTokens: 16384 }),
+        answers: { revise: mode },
+      };
+      const result = await runPolish(
+        { artifact, goal: 'Document the traffic limits.', criteria, revise_mode: mode },
+        { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)), prices },
+      );
+      if (result.status !== 'CONVERGED')
+        throw new Error(
+          `revise-cost bench: ${mode} run ended ${result.status}: ${JSON.stringify(result.error ?? result.failure ?? result.reason)}`,
+        );
+      runs[mode] = result;
+      logs[mode] = server.requests;
+    } finally {
+      await server.stop();
+    }
   }
-  const output = (mode) => runs[mode].usage_by_wave.revise.output_tokens;
+  // Wave 3's output tokens as the fake server reported them, summed over its revise requests.
+  const output = (mode) =>
+    logs[mode]
+      .filter((request) => roleOf(anthropicSystem(request)) === 'revise')
+      .reduce((sum, request) => sum + (request.usage?.output_tokens ?? 0), 0);
+  for (const mode of ['edits', 'full'])
+    if (output(mode) !== runs[mode].usage_by_wave.revise.output_tokens)
+      throw new Error(`revise-cost bench: the ${mode} run counted other Wave 3 usage than the server reported`);
   const cost = (mode) => runs[mode].cost.total;
   const same = runs.edits.artifact === runs.full.artifact;
   const ratio = output('full') / output('edits');
   const rows = [
     ['Wave 3 output tokens, edits', output('edits'), ''],
     ['Wave 3 output tokens, full text', output('full'), `${ratio.toFixed(1)}× edits`],
-    ['whole run, edits: estimated cost', `$${cost('edits').toFixed(4)}`, `${runs.edits.usage.model_calls} model calls`],
+    ['whole run, edits: estimated cost', `$${cost('edits').toFixed(4)}`, `${logs.edits.length} requests to the server`],
     [
       'whole run, full text: estimated cost',
       `$${cost('full').toFixed(4)}`,
@@ -85,8 +123,10 @@ export async function measureReviseCost() {
     '## Revision cost: edits vs full text',
     '',
     `One run each of a ${(artifact.length / 1024).toFixed(1)} KB artifact with 2 gaps, revised once and converging ` +
-      `(the same final artifact in both: ${same ? 'yes' : '**no**'}). Usage is the scripted model's, which counts ` +
-      `characters / 4 of the real prompts and answers; cost at the ${PRICED_AS} prices of the default table.`,
+      `(the same final artifact in both: ${same ? 'yes' : '**no**'}), through the real Anthropic SDK against a ` +
+      `local fake Messages API (test/support/fake-model-server.ts). Tokens are the usage that server reported ` +
+      `(characters / 4 of each request and answer; the orchestrator's own count agrees); cost at the ` +
+      `${PRICED_AS} prices of the default table.`,
     '',
     '| measure | value | note |',
     '| --- | --- | --- |',

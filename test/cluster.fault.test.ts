@@ -11,7 +11,7 @@ import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
 import { createInProcessDispatcher, createRunClient, openRunStore, runPolish } from '@polish/orchestrator';
-import { storeNames, type RunResult } from '@polish/protocol';
+import { storeNames, taskQueueNames, type RunResult } from '@polish/protocol';
 import { startNatsCluster, type NatsCluster } from './support/cluster.js';
 import { heldScript as held } from './support/held-script.js';
 import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
@@ -145,6 +145,26 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
         const [, runId] = await client.waitFor(/submitting run (\S+) to the polish run service/);
         // Wave 1 is done and stored; the first evaluation is in a worker's hands, held there.
         await host.waitFor(/\(evaluate\) took task/);
+        // JetStream replicates a consumer's deliveries a moment after it hands a task out: a
+        // leader killed inside that moment leaves successors that never saw the delivery and
+        // hand the task out again (at-least-once, JetStream's own). What this test is about
+        // starts after the cluster knows the task is in the worker's hands.
+        const queue = taskQueueNames();
+        const handedOut = await until(
+          () =>
+            jetstreamManager(observer).then((manager) =>
+              manager.consumers.info(queue.tasksStream, queue.taskConsumer('evaluate')),
+            ),
+          (info) =>
+            info.num_ack_pending === 1 &&
+            (info.cluster?.replicas ?? []).length === 2 &&
+            (info.cluster?.replicas ?? []).every((peer) => peer.current && !peer.lag),
+          30_000,
+        );
+        expect([handedOut.num_ack_pending, handedOut.cluster?.replicas?.every((peer) => peer.current)]).toEqual([
+          1,
+          true,
+        ]);
 
         timings.push(`run submitted, first evaluation held: ${Date.now() - t0} ms`);
         const killedAt = Date.now();

@@ -140,7 +140,7 @@ describe('model configuration on the command line', () => {
     const lines = run.stderr.trim().split('\n');
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatch(
-      /^polish: invalid input: ANTHROPIC_API_KEY: ANTHROPIC_API_KEY is not set, and anthropic:claude-sonnet-4-5 \(used by criteria, evaluate, revise\) needs it/,
+      /^polish: invalid input: ANTHROPIC_API_KEY: ANTHROPIC_API_KEY is not set, and anthropic:claude-sonnet-5-5 \(used by criteria, evaluate, revise\) needs it/,
     );
     expect(lines[0]).toContain('--model ollama:<model>');
     expect(lines[0]).toContain('--model scripted:answers.yaml');

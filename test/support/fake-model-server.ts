@@ -6,6 +6,8 @@ export interface RecordedRequest {
   path: string;
   headers: IncomingHttpHeaders;
   body: Record<string, unknown>;
+  /** The usage the server reported for this request's answer (none for an error or a hang). */
+  usage?: Usage;
 }
 
 /** What the test wants the server to do with a request. */
@@ -38,7 +40,7 @@ export interface ApiDialect {
   error(status: number, errorType: string, message: string): unknown;
 }
 
-interface Usage {
+export interface Usage {
   input_tokens: number;
   output_tokens: number;
   cache_read_tokens: number;
@@ -48,10 +50,14 @@ interface Usage {
 /** The fake's tokenizer: words. Deterministic, and enough to compare requests. */
 export const countTokens = (text: string) => text.split(/\s+/).filter(Boolean).length;
 
+/** The rule of thumb the providers publish (about 4 characters a token), for cost figures. */
+export const charactersOverFour = (text: string) => Math.ceil(text.length / 4);
+
 /** Starts a fake provider API on 127.0.0.1; `reply` decides each answer (its index counts from 0). */
 export async function startFakeModelServer(
   dialect: ApiDialect,
   reply: (request: RecordedRequest, index: number) => FakeReply,
+  tokenizer: (text: string) => number = countTokens,
 ): Promise<FakeModelServer> {
   const requests: RecordedRequest[] = [];
   const reported = { input_tokens: 0, output_tokens: 0, cache_read_tokens: 0, cache_write_tokens: 0, model_calls: 0 };
@@ -77,16 +83,17 @@ export async function startFakeModelServer(
       if ('status' in decision)
         return send(decision.status, dialect.error(decision.status, decision.errorType, decision.message));
       const { prefix, rest } = dialect.split(recorded.body);
-      const prefixTokens = countTokens(prefix);
+      const prefixTokens = tokenizer(prefix);
       const cacheHit = prefix !== '' && cachedPrefixes.has(prefix);
       if (prefix !== '') cachedPrefixes.add(prefix);
       const text = 'answer' in decision ? JSON.stringify(decision.answer) : decision.text;
       const usage = {
-        input_tokens: countTokens(rest),
-        output_tokens: countTokens(text),
+        input_tokens: tokenizer(rest),
+        output_tokens: tokenizer(text),
         cache_read_tokens: cacheHit ? prefixTokens : 0,
         cache_write_tokens: cacheHit ? 0 : prefixTokens,
       };
+      recorded.usage = usage;
       reported.input_tokens += usage.input_tokens;
       reported.output_tokens += usage.output_tokens;
       reported.cache_read_tokens += usage.cache_read_tokens;

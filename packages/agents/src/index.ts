@@ -29,7 +29,7 @@ export {
   type NatsAuth,
   type NatsTls,
 } from './worker/worker-config.js';
-export { natsConnectOptions, checkNatsAuth, readNkeySeed, wantsTls } from './nats-connect.js';
+export { natsConnectOptions, checkNatsAuth, readNkeySeed, refuseOpenSecret, wantsTls } from './nats-connect.js';
 export { runWorker } from './worker/run-worker.js';
 export {
   createAgentHost,

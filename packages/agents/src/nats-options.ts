@@ -1,4 +1,4 @@
-import { accessSync, constants, readFileSync } from 'node:fs';
+import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import type { Authenticator, ConnectionOptions } from '@nats-io/transport-node';
 import { invalidInput, natsServers } from '@polish/protocol';
 import type { NatsAuth, NatsTls } from './worker/worker-config.js';
@@ -11,6 +11,25 @@ import type { NatsAuth, NatsTls } from './worker/worker-config.js';
 /** Whether a NATS address asks for TLS: any of its servers written `tls://`. */
 export const wantsTls = (url: string) => natsServers(url).some((server) => /^tls:\/\//i.test(server));
 
+/**
+ * Refuses a file holding a secret (a seed, a private key, passwords) that other users may read
+ * or write, as ssh refuses such a key: a secret others can read is no longer only this
+ * principal's. A file that cannot be read is left to the caller's read to report.
+ */
+export function refuseOpenSecret(path: string, what: string, field: string): void {
+  let mode: number;
+  try {
+    mode = statSync(path).mode & 0o777;
+  } catch {
+    return;
+  }
+  if ((mode & 0o077) !== 0)
+    throw invalidInput(
+      field,
+      `${what} ${path} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): it must be readable by its owner only (chmod 600 ${path})`,
+    );
+}
+
 /** Reads an NKEY user seed file (`polish nats-config --nkeys`), or throws naming the file. */
 export function readNkeySeed(path: string): Uint8Array {
   let seed: string;
@@ -19,6 +38,7 @@ export function readNkeySeed(path: string): Uint8Array {
   } catch (error) {
     throw invalidInput('credentials', `cannot read the NKEY seed ${path}: ${(error as Error).message}`);
   }
+  refuseOpenSecret(path, 'the NKEY seed', 'credentials');
   if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw invalidInput('credentials', `${path} is not an NKEY user seed`);
   return new TextEncoder().encode(seed);
 }
@@ -35,6 +55,7 @@ export function checkNatsAuth(auth: NatsAuth | undefined): void {
     } catch (error) {
       throw invalidInput(TLS_FIELDS[name], `cannot read ${path}: ${(error as Error).message}`);
     }
+    if (name === 'keyFile') refuseOpenSecret(path, 'the TLS private key', TLS_FIELDS[name]);
   }
   const tls = auth?.tls;
   if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile))

@@ -26,7 +26,7 @@ const program = new Command()
 
 const modelOptions = (command: Command) =>
   command
-    .option('--model <spec>', 'model for every role, as provider:model[@baseURL] (default anthropic:claude-sonnet-4-5)')
+    .option('--model <spec>', 'model for every role, as provider:model[@baseURL] (default anthropic:claude-sonnet-5-5)')
     .option('--criteria-model <spec>', 'model for wave 1 (criteria)')
     .option(
       '--evaluator-model <spec>',

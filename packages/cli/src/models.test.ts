@@ -23,9 +23,9 @@ describe('resolveModels: which model each role gets', () => {
       {},
       {},
       {
-        criteria: 'anthropic:claude-sonnet-4-5',
-        evaluate: 'anthropic:claude-sonnet-4-5',
-        revise: 'anthropic:claude-sonnet-4-5',
+        criteria: 'anthropic:claude-sonnet-5-5',
+        evaluate: 'anthropic:claude-sonnet-5-5',
+        revise: 'anthropic:claude-sonnet-5-5',
       },
     ],
     [
@@ -36,15 +36,15 @@ describe('resolveModels: which model each role gets', () => {
     ],
     [
       'a role flag beats --model',
-      { model: 'anthropic:claude-sonnet-4-5', evaluatorModel: 'openai:gpt-4.1' },
+      { model: 'anthropic:claude-sonnet-5-5', evaluatorModel: 'openai:gpt-4.1' },
       {},
-      { criteria: 'anthropic:claude-sonnet-4-5', evaluate: 'openai:gpt-4.1', revise: 'anthropic:claude-sonnet-4-5' },
+      { criteria: 'anthropic:claude-sonnet-5-5', evaluate: 'openai:gpt-4.1', revise: 'anthropic:claude-sonnet-5-5' },
     ],
     [
       'the environment, role variable first',
       {},
-      { POLISH_MODEL: 'openai:gpt-4.1', POLISH_REVISER_MODEL: 'anthropic:claude-haiku-4-5' },
-      { criteria: 'openai:gpt-4.1', evaluate: 'openai:gpt-4.1', revise: 'anthropic:claude-haiku-4-5' },
+      { POLISH_MODEL: 'openai:gpt-4.1', POLISH_REVISER_MODEL: 'anthropic:claude-haiku-5-5' },
+      { criteria: 'openai:gpt-4.1', evaluate: 'openai:gpt-4.1', revise: 'anthropic:claude-haiku-5-5' },
     ],
     [
       'flags beat the environment',
@@ -80,7 +80,7 @@ describe('resolveModels: which model each role gets', () => {
     const resolved = resolveModels({ config }, keys);
     expect(resolved.byRole.criteria).toMatchObject({ timeoutMs: 7000 });
     expect(resolved.prices['local:*']).toEqual({ input: 1, output: 2 });
-    expect(resolved.prices['anthropic:claude-sonnet-4-5']).toBeDefined();
+    expect(resolved.prices['anthropic:claude-sonnet-5-5']).toBeDefined();
   });
 
   it('treats --provider scripted --script like --model scripted:FILE', () => {

@@ -25,7 +25,7 @@ import {
 import { DEFAULT_PRICES } from './default-prices.js';
 
 /** Used when no model is configured anywhere. */
-export const DEFAULT_MODEL = 'anthropic:claude-sonnet-4-5';
+export const DEFAULT_MODEL = 'anthropic:claude-sonnet-5-5';
 
 /** The model flags of `polish run` and `polish worker`. */
 export interface ModelFlags {

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
-import { checkNatsAuth, natsConnectOptions, type NatsAuth, type NatsTls } from '@polish/agents';
+import { checkNatsAuth, natsConnectOptions, refuseOpenSecret, type NatsAuth, type NatsTls } from '@polish/agents';
 import { PRINCIPALS, inboxPrefixOf, invalidInput, unavailable, type Principal, type TaskRole } from '@polish/protocol';
 
 // The principals of a NATS that enforces per-role permissions (DESIGN §5), as the credentials
@@ -127,6 +127,9 @@ export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undef
       'credentials',
       `${path} is not a polish credentials file (write one with \`polish nats-config\`): ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`,
     );
+  // With passwords the file itself is the secret; with NKEYs each seed is checked where it is read.
+  if (Object.values(parsed.data).some((entry) => 'password' in entry))
+    refuseOpenSecret(path, 'the credentials file', 'credentials');
   return credentialsOf(parsed.data, dirname(resolve(path)), flags);
 }
 

@@ -9,7 +9,7 @@ export const OLLAMA_BASE_URL = 'http://127.0.0.1:11434/v1';
 
 /**
  * Parses a model spec of the form `provider:model[@baseURL]`:
- * `anthropic:claude-sonnet-4-5`, `openai:gpt-4.1-mini`, `openai:qwen2.5@http://127.0.0.1:8000/v1`,
+ * `anthropic:claude-sonnet-5-5`, `openai:gpt-4.1-mini`, `openai:qwen2.5@http://127.0.0.1:8000/v1`,
  * `ollama:llama3.1` (OpenAI-compatible at Ollama's default address), `scripted:answers.yaml`.
  * Throws `INVALID_INPUT` naming what is wrong.
  */
@@ -21,7 +21,7 @@ export function parseModelSpec(
   if (!match)
     throw new PolishError(
       'INVALID_INPUT',
-      `"${spec}" is not a model spec: use provider:model, e.g. anthropic:claude-sonnet-4-5, ollama:llama3.1 or scripted:answers.yaml`,
+      `"${spec}" is not a model spec: use provider:model, e.g. anthropic:claude-sonnet-5-5, ollama:llama3.1 or scripted:answers.yaml`,
     );
   const [, provider, rest = ''] = match;
   if (provider === 'scripted') return { provider: 'scripted', script: rest };

@@ -101,8 +101,8 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
   };
   const artifact = `${demo}/artifact.md`;
   const script = `${demo}/script.yaml`;
-  /** `polish run` with these arguments and the demo's script. */
-  const runScripted = (args: string[]) => polish(['run', ...args, '--script', script]);
+  /** `polish run` with these arguments, the demo's script, then `flags` (a later flag overrides an earlier one). */
+  const runScripted = (args: string[], flags: string[] = []) => polish(['run', ...args, '--script', script, ...flags]);
   const criteria = (list: unknown) =>
     file(`criteria-${Math.random().toString(36).slice(2)}.json`, JSON.stringify(list));
   const nine = Array.from({ length: 9 }, (_, i) => ({ id: `C${i + 1}`, text: 'x' }));
@@ -148,7 +148,7 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['an unreachable threshold', ['--threshold', 'pass_9'], 'threshold: pass_9 can never be met'],
   ])('%s', async (_name, flags, message) => {
     const out = join(directory, 'out.md');
-    const { code, stderr, stdout } = await runScripted([artifact, '--goal', 'g', '--out', out, ...flags]);
+    const { code, stderr, stdout } = await runScripted([artifact, '--goal', 'g'], ['--out', out, ...flags]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
     expect(stderr.trim().split('\n')).toHaveLength(1);
@@ -171,7 +171,7 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['a folder that does not exist', () => join(directory, 'no-such-folder', 'out.md'), 'out: cannot write in'],
     ['a directory', () => directory, 'out: '],
   ])('an --out in %s is refused before the run', async (_name, out, message) => {
-    const { code, stderr } = await runScripted([artifact, '--goal', 'g', '--out', out()]);
+    const { code, stderr } = await runScripted([artifact, '--goal', 'g'], ['--out', out()]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
     expect(stderr).not.toContain('started nats-server');

@@ -25,6 +25,17 @@ export const PUBLISH: [subject: string, allowed: readonly Principal[]][] = [
     // A worker's host says it died: the host alone (it can then only make a task be handed out again).
     [`polish.v1.crashed.${role}`, ['host']],
   ]),
+  // A quorum's judges by model: each model's lane of evaluate tasks (its own stream, one consumer
+  // per lane). Only an orchestrator queues there; only evaluate workers pull any lane, ack and
+  // read a lane's figures (and the host, to boot for it); no other role reaches a lane.
+  ['polish.v1.lane.evaluate.openai_gpt-5', ['orchestrator']],
+  ['polish.v1.lane.revise.openai_gpt-5', ['orchestrator']],
+  ['$JS.API.CONSUMER.MSG.NEXT.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator', 'evaluate']],
+  ['$JS.API.CONSUMER.MSG.NEXT.POLISH_LANES_EVALUATE.anthropic_claude-x', ['orchestrator', 'evaluate']],
+  ['$JS.ACK.POLISH_LANES_EVALUATE.openai_gpt-5.1.1.1.1.1', ['orchestrator', 'evaluate']],
+  ['$JS.API.CONSUMER.INFO.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator', 'host', 'evaluate']],
+  ['$JS.API.CONSUMER.CREATE.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator']],
+  ['$JS.API.STREAM.MSG.GET.POLISH_LANES_EVALUATE', ['orchestrator']],
   // Reading queued tasks' contents: the orchestrator, and the inspector (it sees every payload in the events too).
   ['$JS.API.STREAM.MSG.GET.POLISH_TASKS', ['orchestrator', 'inspector']],
   // The queue's figures.
@@ -55,6 +66,9 @@ export const PUBLISH: [subject: string, allowed: readonly Principal[]][] = [
 export const SUBSCRIBE: [subject: string, allowed: readonly Principal[]][] = [
   ['polish.v1.task.>', []],
   ...ROLES.map((role): [string, readonly Principal[]] => [`polish.v1.task.${role}`, []]),
+  ['polish.v1.lane.>', []],
+  ['polish.v1.lane.evaluate.openai_gpt-5', []],
+  ['$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.POLISH_LANES_EVALUATE.*', ['orchestrator']],
   ['polish.v1.reply.>', ['orchestrator']],
   ['polish.v1.progress.>', ['orchestrator']],
   ['polish.v1.crashed.>', ['orchestrator']],

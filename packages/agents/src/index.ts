@@ -40,7 +40,13 @@ export {
   type BootSteps,
 } from './host/agent-host.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
-export { parseModelSpec, formatModelSettings, declaredModelOf, OLLAMA_BASE_URL } from './providers/model-spec.js';
+export {
+  parseModelSpec,
+  formatModelSettings,
+  declaredModelOf,
+  laneModelOf,
+  OLLAMA_BASE_URL,
+} from './providers/model-spec.js';
 export { DEFAULT_MAX_TOKENS } from './providers/sdk-options.js';
 // The SDK-backed providers are subpath exports (`@polish/agents/anthropic`, `@polish/agents/openai`)
 // so that importing the agents does not load both SDKs.

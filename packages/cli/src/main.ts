@@ -162,6 +162,10 @@ modelOptions(
       )
       .option('--revise-mode <mode>', 'how revise workers answer: auto (default), edits or full')
       .option('--no-evidence', 'evaluate workers accept passes without a quoted span of the artifact')
+      .option(
+        '--lane',
+        "evaluate workers serve their model's lane: the judges of runs whose --evaluators name that model (instead of the plain evaluate queue)",
+      )
       .option('--nats <url>', 'NATS server URL (default $NATS_URL)'),
   ),
 ).action(async (flags) => {

@@ -1,6 +1,6 @@
-import type { ModelSettings } from '@polish/agents';
-import { resolveBudget } from '@polish/orchestrator';
-import { invalidInput, type PriceTable, type RunSpec, type TaskRole } from '@polish/protocol';
+import { laneModelOf, type ModelSettings } from '@polish/agents';
+import { resolveBudget, type TaskLane } from '@polish/orchestrator';
+import { invalidInput, modelLane, type PriceTable, type RunSpec, type TaskRole } from '@polish/protocol';
 import { readSpec, type SpecFlags } from './read-spec.js';
 import {
   declareModels,
@@ -25,7 +25,21 @@ export interface RunPlan {
   models?: Partial<Record<TaskRole, ModelSettings>>;
   /** Embedded quorums: each judge's model (judge 1 is the evaluate role's). */
   judges?: ModelSettings[];
+  /** Judges over NATS: each judge's model lane, served by `polish worker --lane` hosts of that model. */
+  lanes?: TaskLane[];
   prices: PriceTable;
+}
+
+/** Each judge's lane: the lane of its model, as the worker hosts serving that model name it. */
+function lanesOf(judges: readonly ModelSettings[]): TaskLane[] {
+  return judges.map((judge) => {
+    const model = laneModelOf(judge);
+    try {
+      return { name: modelLane(model), model };
+    } catch (error) {
+      throw invalidInput('evaluators', (error as Error).message);
+    }
+  });
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -64,7 +78,8 @@ export function planRun(artifactPath: string, flags: PlanFlags, remote: boolean)
   });
   // Refuse an unpriced model now, before any process starts.
   resolveBudget(spec, prices);
-  if (remote || !byRole) return { spec, prices };
+  if (remote) return { spec, prices, ...(judges ? { lanes: lanesOf(judges) } : {}) };
+  if (!byRole) return { spec, prices };
   for (const line of describeModels(byRole)) log(`polish: model for ${line}`);
   for (const [index, judge] of (judges ?? []).entries())
     if (index > 0) for (const line of describeModels({ evaluate: judge })) log(`polish: judge ${index + 1}: ${line}`);

@@ -3,7 +3,9 @@ import { RetentionPolicy, StorageType, jetstreamManager } from '@nats-io/jetstre
 import type { NatsConnection } from '@nats-io/transport-node';
 import {
   DEFAULT_SUBJECT_PREFIX,
+  LANE_ROLES,
   crashSubject,
+  laneQueueNames,
   inspectSubject,
   progressSubject,
   runServiceSubject,
@@ -82,15 +84,20 @@ export const TASK_DEDUPE_WINDOW_MS = 60 * 60_000;
 /** Replies are kept this long: an orchestrator down for less finds the answers paid for meanwhile. */
 export const REPLY_RETENTION_MS = 24 * 60 * 60_000;
 
-/** The task queue's streams: the work queue of tasks, and the replies. */
+/** The task queue's streams: the work queue of tasks, each lane role's work queue of lanes, and the replies. */
 export function queueStreamSpecs(prefix: string): StreamSpec[] {
   const names = wireNames(prefix);
+  const workQueue = (name: string, subjects: string): StreamSpec => ({
+    name,
+    must: { subjects: [subjects], retention: RetentionPolicy.Workqueue, storage: StorageType.File },
+    settable: { duplicate_window: TASK_DEDUPE_WINDOW_MS * NANOS },
+  });
   return [
-    {
-      name: names.tasksStream,
-      must: { subjects: [names.allTasks], retention: RetentionPolicy.Workqueue, storage: StorageType.File },
-      settable: { duplicate_window: TASK_DEDUPE_WINDOW_MS * NANOS },
-    },
+    workQueue(names.tasksStream, names.allTasks),
+    ...LANE_ROLES.map((role) => {
+      const lanes = laneQueueNames(role, prefix);
+      return workQueue(lanes.stream, lanes.subjects);
+    }),
     {
       name: names.repliesStream,
       must: { subjects: [names.allReplies], retention: RetentionPolicy.Limits, storage: StorageType.File },

@@ -140,6 +140,12 @@ export {
   progressSubject,
   crashSubject,
   taskQueueNames,
+  LANE_ROLES,
+  LANE_PATTERN,
+  isLaneRole,
+  modelLane,
+  laneQueueNames,
+  taskQueueOf,
   maxDeliveriesAdvisory,
   eventsSubject,
   inspectSubject,
@@ -150,6 +156,8 @@ export {
   jetStreamApi,
   natsServers,
   type RunOperation,
+  type LaneRole,
+  type TaskQueueAddress,
 } from './subjects.js';
 export {
   TaskProgressSchema,

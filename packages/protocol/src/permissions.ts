@@ -1,7 +1,9 @@
 import { TaskRoleSchema } from './roles.js';
 import {
   DEFAULT_SUBJECT_PREFIX,
+  isLaneRole,
   jetStreamApi,
+  laneQueueNames,
   maxDeliveriesAdvisory,
   progressSubject,
   replySubject,
@@ -40,13 +42,19 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
     // A worker pulls its role's tasks from its role's consumer, acks them, says it took one and
     // publishes the answer; its own inbox serves its pulls, its publish acks and its warm-up.
     // It cannot read another role's tasks, the stream's history, the runs or the events.
+    // A role with lanes (a quorum's judges, one lane per model) may also pull from any consumer
+    // of its own lanes' stream: every task there is its role's, whatever the lane.
     const consumer = names.taskConsumer(principal);
+    const lanes = isLaneRole(principal) ? laneQueueNames(principal, prefix).stream : undefined;
     return {
       publish: [
         inbox,
         jetStreamApi.consumerInfo(names.tasksStream, consumer),
         jetStreamApi.consumerNext(names.tasksStream, consumer),
         jetStreamApi.ack(names.tasksStream, consumer),
+        ...(lanes
+          ? [jetStreamApi.consumerInfo(lanes, '*'), jetStreamApi.consumerNext(lanes, '*'), jetStreamApi.ack(lanes)]
+          : []),
         `${replySubject(principal, '>', prefix)}`,
         `${progressSubject(principal, '>', prefix)}`,
       ],
@@ -59,7 +67,12 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
       // Reads how many tasks wait per role (to boot what is needed) and says when a worker died
       // holding a task. It never answers a task, never takes one.
       return {
-        publish: [inbox, jetStreamApi.consumerInfo(names.tasksStream), names.allCrashes],
+        publish: [
+          inbox,
+          jetStreamApi.consumerInfo(names.tasksStream),
+          ...names.laneStreams.map((stream) => jetStreamApi.consumerInfo(stream)),
+          names.allCrashes,
+        ],
         subscribe: [inbox],
         allowResponses: false,
       };
@@ -95,6 +108,7 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
         publish: [
           inbox,
           names.allTasks,
+          names.allLaneTasks,
           names.allEvents,
           names.allInspect,
           jetStreamApi.all,
@@ -111,6 +125,7 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
           names.allProgress,
           names.allCrashes,
           maxDeliveriesAdvisory(names.tasksStream),
+          ...names.laneStreams.map(maxDeliveriesAdvisory),
         ],
         allowResponses: true,
       };

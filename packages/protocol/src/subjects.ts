@@ -52,6 +52,74 @@ export function taskQueueNames(prefix = DEFAULT_SUBJECT_PREFIX) {
   };
 }
 
+/**
+ * Roles whose tasks can also wait in a model's lane: a quorum's judges. Judge i's task goes to
+ * the lane of its model, which only workers serving that model take, so judges from different
+ * model families stay on their own models when the workers run elsewhere.
+ */
+export const LANE_ROLES = ['evaluate'] as const satisfies readonly TaskRole[];
+export type LaneRole = (typeof LANE_ROLES)[number];
+export const isLaneRole = (role: TaskRole): role is LaneRole => (LANE_ROLES as readonly string[]).includes(role);
+
+/** A lane's name: one subject token that is also a valid consumer name. */
+export const LANE_PATTERN = /^[A-Za-z0-9_-]{1,128}$/;
+
+/**
+ * The lane of a model (`provider:model`, e.g. `openai:gpt-5.1` → `openai_gpt-5_1`): every run of
+ * characters that cannot be in a subject token or a consumer name is written `_`.
+ */
+export function modelLane(model: string): string {
+  const lane = model.trim().replace(/[^A-Za-z0-9_-]+/g, '_');
+  if (!LANE_PATTERN.test(lane)) throw new Error(`"${model}" gives no usable lane name (${lane || 'empty'})`);
+  return lane;
+}
+
+/**
+ * The lanes of a role: a work-queue stream of their own (`POLISH_LANES_EVALUATE`, subjects
+ * `polish.v1.lane.evaluate.>`), one durable pull consumer per lane, named as the lane. A stream
+ * of its own so that a role's workers can be allowed every lane of their role (and no other
+ * queue) by one permission, without knowing the lanes when the server is configured.
+ */
+export function laneQueueNames(role: LaneRole, prefix = DEFAULT_SUBJECT_PREFIX) {
+  return {
+    stream: `${prefix.toUpperCase()}_LANES_${role.toUpperCase().replace(/\./g, '_')}`,
+    subjects: `${rootOf(prefix)}.lane.${role}.>`,
+    subject: (lane: string) => `${rootOf(prefix)}.lane.${role}.${lane}`,
+    consumer: (lane: string) => lane,
+  };
+}
+
+/** Where a task waits: its role's queue, or one of the role's model lanes. */
+export interface TaskQueueAddress {
+  stream: string;
+  consumer: string;
+  subject: string;
+  /** For messages: `evaluate`, or `evaluate lane openai_gpt-5`. */
+  label: string;
+}
+
+/** The stream, consumer and subject of a role's queue, or of one of its lanes (roles in {@link LANE_ROLES}). */
+export function taskQueueOf(role: TaskRole, lane?: string, prefix = DEFAULT_SUBJECT_PREFIX): TaskQueueAddress {
+  if (lane === undefined) {
+    const names = taskQueueNames(prefix);
+    return {
+      stream: names.tasksStream,
+      consumer: names.taskConsumer(role),
+      subject: taskSubject(role, prefix),
+      label: role,
+    };
+  }
+  if (!isLaneRole(role)) throw new Error(`${role} tasks have no lanes (only ${LANE_ROLES.join(', ')})`);
+  if (!LANE_PATTERN.test(lane)) throw new Error(`"${lane}" is not a lane name (${LANE_PATTERN})`);
+  const names = laneQueueNames(role, prefix);
+  return {
+    stream: names.stream,
+    consumer: names.consumer(lane),
+    subject: names.subject(lane),
+    label: `${role} lane ${lane}`,
+  };
+}
+
 /** JetStream's advisory when a task of the queue was delivered as often as its consumer allows. */
 export function maxDeliveriesAdvisory(stream: string): string {
   return `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${stream}.*`;
@@ -105,6 +173,9 @@ export function wireNames(prefix = DEFAULT_SUBJECT_PREFIX) {
   return {
     ...stores,
     allTasks: `${root}.task.>`,
+    /** Every role's lanes (see {@link laneQueueNames}). */
+    allLaneTasks: `${root}.lane.>`,
+    laneStreams: LANE_ROLES.map((role) => laneQueueNames(role, prefix).stream),
     allReplies: `${root}.reply.>`,
     allProgress: `${root}.progress.>`,
     allCrashes: `${root}.crashed.>`,

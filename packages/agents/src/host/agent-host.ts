@@ -9,7 +9,7 @@ import {
   DEFAULT_SUBJECT_PREFIX,
   PROTOCOL_VERSION,
   crashSubject,
-  taskQueueNames,
+  taskQueueOf,
   type CrashNotice,
   type TaskRole,
 } from '@polish/protocol';
@@ -34,6 +34,8 @@ export interface AgentHostOptions {
   model: ModelSettings;
   /** Per-role models, e.g. an evaluator from another family than the reviser. */
   roleModels?: Partial<Record<TaskRole, ModelSettings>>;
+  /** Roles whose workers serve a model lane instead of the role's queue (see `taskQueueOf`). */
+  lanes?: Partial<Record<TaskRole, string>>;
   /**
    * NATS identities and TLS files: the host's own (it reads its roles' queue lengths and reports
    * crashed workers), and each role's, handed to its workers (a seed by its file's path).
@@ -192,7 +194,6 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
-  const names = taskQueueNames(prefix);
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
   const slots = new Map<number, WorkerSlot>();
   const queued = new Map<TaskRole, number>();
@@ -263,7 +264,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     const manager = await jetstreamManager(await connection);
     while (!stopping) {
       for (const role of options.roles) {
-        const info = await manager.consumers.info(names.tasksStream, names.taskConsumer(role)).catch(() => undefined);
+        const queue = taskQueueOf(role, options.lanes?.[role], prefix);
+        const info = await manager.consumers.info(queue.stream, queue.consumer).catch(() => undefined);
         queued.set(role, info?.num_pending ?? 0);
       }
       balance();
@@ -303,6 +305,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       natsUrl: options.natsUrl,
       prefix,
       role,
+      ...(options.lanes?.[role] ? { lane: options.lanes[role] } : {}),
       reuse,
       model: options.roleModels?.[role] ?? options.model,
       ...(auth ? { auth } : {}),

@@ -1,3 +1,4 @@
+import { basename, extname } from 'node:path';
 import { firstIssue, PolishError } from '@polish/protocol';
 import { ModelSettingsSchema, type ModelSettings } from './model-settings.js';
 import { displayUrl, providerLabel } from './display-url.js';
@@ -52,6 +53,18 @@ export function formatModelSettings(settings: ModelSettings): string {
   if (settings.provider === 'scripted') return `scripted:${settings.script}`;
   if (settings.provider === 'none') return 'none';
   return `${settings.provider}:${settings.model}${settings.baseURL ? `@${displayUrl(settings.baseURL)}` : ''}`;
+}
+
+/**
+ * The model whose lane a quorum's judge with these settings goes to (see `modelLane`):
+ * `provider:model`, without the address it is reached at (where a worker reaches its model is
+ * its own business), and for a script its file's name without extension. The run's
+ * `--evaluators` spec and the worker's model flags give the same name for the same model.
+ */
+export function laneModelOf(settings: ModelSettings): string {
+  if (settings.provider === 'scripted') return `scripted:${basename(settings.script, extname(settings.script))}`;
+  if (settings.provider === 'none') return 'none';
+  return `${settings.provider}:${settings.model}`;
 }
 
 /**

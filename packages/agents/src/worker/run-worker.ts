@@ -1,6 +1,6 @@
 import { setTimeout as delay } from 'node:timers/promises';
 import type { Consumer, JetStreamClient, JsMsg } from '@nats-io/jetstream';
-import { taskQueueNames } from '@polish/protocol';
+import { taskQueueOf } from '@polish/protocol';
 import { natsOptions } from '../nats-options.js';
 import { currentWorker } from '../handle-task.js';
 import { createModel } from '../providers/model-settings.js';
@@ -21,15 +21,15 @@ async function openConsumer(
   config: WorkerConfig,
   stop: AbortSignal,
 ): Promise<Consumer | undefined> {
-  const names = taskQueueNames(config.prefix);
+  const queue = taskQueueOf(config.role, config.lane, config.prefix);
   for (let waited = false; !stop.aborted; waited = true) {
     try {
-      return await js.consumers.get(names.tasksStream, names.taskConsumer(config.role));
+      return await js.consumers.get(queue.stream, queue.consumer);
     } catch (error) {
       if (!/not found/i.test(String((error as Error).message))) throw error;
       if (!waited)
         process.stderr.write(
-          `polish worker ${process.pid}: waiting for the ${config.role} task queue (no orchestrator has created it yet)\n`,
+          `polish worker ${process.pid}: waiting for the ${queue.label} task queue (no orchestrator has created it yet)\n`,
         );
       await delay(1_000, undefined, { signal: stop }).catch(() => undefined);
     }

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { TaskRoleSchema } from '@polish/protocol';
+import { LANE_PATTERN, TaskRoleSchema } from '@polish/protocol';
 import { ModelSettingsSchema } from '../providers/model-settings.js';
 
 /** The environment variable a host passes a worker's configuration in. */
@@ -35,6 +35,8 @@ export const WorkerConfigSchema = z.strictObject({
   natsUrl: z.string().min(1),
   prefix: z.string().min(1),
   role: TaskRoleSchema,
+  /** The model lane it serves instead of its role's queue (a quorum's judges on this model; see `modelLane`). */
+  lane: z.string().regex(LANE_PATTERN).optional(),
   /** Tasks this process serves before it exits: 1 by default (single use). */
   reuse: z.int().min(1),
   model: ModelSettingsSchema,

@@ -8,7 +8,7 @@ import {
   type RunResult,
   type RunSpec,
 } from '@polish/protocol';
-import { createRunClient, startPolish, type RunClient } from '@polish/orchestrator';
+import { createRunClient, laneDispatcher, startPolish, type RunClient, type TaskLane } from '@polish/orchestrator';
 import type { ModelSettings } from '@polish/agents';
 import type { ResolvedModels } from '../models.js';
 import { planRun, type PlanFlags } from '../run-plan.js';
@@ -89,6 +89,7 @@ export async function executeRun(
   inspectFlags: InspectFlags,
   emit: (result: RunResult) => number,
   judges: readonly ModelSettings[] = [],
+  lanes: readonly TaskLane[] = [],
 ): Promise<number> {
   const mode = inspectModeOf(inspectFlags);
   const interrupt = abortOnInterrupt();
@@ -100,9 +101,11 @@ export async function executeRun(
       for (const judge of judges.slice(1))
         judgeRuntimes.push(await openRuntime({ ...runtimeOptions, models: { evaluate: judge }, roles: ['evaluate'] }));
       if (!runtime.embedded) log(`polish: using workers on ${runtime.natsUrl}`);
-      if (!runtime.embedded && spec.judges > 1)
+      // Over NATS each judge's tasks go to its model's lane: only workers serving that model take them.
+      const laned = runtime.embedded ? [] : lanes.map((lane) => laneDispatcher(runtime.dispatcher, lane));
+      for (const [index, lane] of (runtime.embedded ? [] : lanes).entries())
         log(
-          `polish: note: the ${spec.judges} judges are the evaluate workers on ${runtime.natsUrl}, each task in its own process`,
+          `polish: judge ${index + 1}: ${lane.model}, lane ${lane.name} (\`polish worker --lane\` hosts of that model)`,
         );
       checkFits(spec, runtime.maxPayload);
       const runId = randomUUID();
@@ -110,7 +113,8 @@ export async function executeRun(
       const progress = createProgressReporter();
       const result = await startPolish(spec, {
         runId,
-        dispatcher: runtime.dispatcher,
+        // A lone judge (one --evaluators spec) is the evaluate role's: its lane too.
+        dispatcher: laned[0] ?? runtime.dispatcher,
         onEvent: (event) => {
           progress(event);
           observed.onEvent(event);
@@ -121,6 +125,7 @@ export async function executeRun(
         ...(judgeRuntimes.length > 0
           ? { judges: [runtime.dispatcher, ...judgeRuntimes.map((judge) => judge.dispatcher)] }
           : {}),
+        ...(laned.length > 0 ? { judges: laned } : {}),
       }).result;
       const code = emit(result);
       interrupt.dispose();
@@ -237,6 +242,11 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
     try {
       const client = createRunClient(connection);
       if (await client.available()) {
+        if (plan.lanes)
+          log(
+            'polish: note: the run service sends every judge to its plain evaluate queue; to route each judge to ' +
+              'its model’s lane, orchestrate here with --local',
+          );
         if (inspectModeOf(flags))
           log(
             `polish: note: the run goes to the polish run service; watch it with \`polish inspect --nats ${topology.natsUrl}\``,
@@ -254,5 +264,6 @@ export async function runCommand(artifactPath: string, flags: RunFlags): Promise
     flags,
     (result) => emitResult(result, flags),
     plan.judges,
+    plan.lanes,
   );
 }

@@ -1,5 +1,13 @@
-import { createAgentHost, defaultMaxWorkers, type BootSteps } from '@polish/agents';
-import { unavailable, invalidInput, ReviseModeSchema, TaskRoleSchema, type TaskRole } from '@polish/protocol';
+import { createAgentHost, defaultMaxWorkers, laneModelOf, type BootSteps, type ModelSettings } from '@polish/agents';
+import {
+  unavailable,
+  invalidInput,
+  isLaneRole,
+  modelLane,
+  ReviseModeSchema,
+  TaskRoleSchema,
+  type TaskRole,
+} from '@polish/protocol';
 import { hostAuthOf, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { describeModels, resolveModels, withAnswers, type ModelFlags } from '../models.js';
 import { parseWholeNumber } from '../numbers.js';
@@ -16,6 +24,8 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
   reviseMode?: string;
   /** False with --no-evidence: passes need no quote (commander sets true otherwise). */
   evidence?: boolean;
+  /** Evaluate workers serve their model's lane (a quorum's judges on that model), not the plain queue. */
+  lane?: boolean;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -38,6 +48,29 @@ export function commandSettingsOf(flags: { allowUnsandboxed?: boolean; commandEn
   for (const name of env)
     if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw invalidInput('command-env', `"${name}" is not a variable name`);
   return { ...(flags.allowUnsandboxed ? { allowUnsandboxed: true } : {}), ...(env.length > 0 ? { env } : {}) };
+}
+
+/**
+ * `--lane`: each role that has lanes (evaluate) serves the lane of its model, so that the judge
+ * of a run's `--evaluators` naming that model comes here and nowhere else.
+ */
+export function lanesOf(
+  roles: readonly TaskRole[],
+  byRole: Partial<Record<TaskRole, ModelSettings>>,
+): Partial<Record<TaskRole, string>> {
+  const laned = roles.filter(isLaneRole);
+  if (laned.length === 0)
+    throw invalidInput('lane', `only evaluate workers serve lanes; --roles ${roles.join(',')} has none`);
+  return Object.fromEntries(
+    laned.map((role) => {
+      const model = laneModelOf(byRole[role] ?? { provider: 'none' });
+      try {
+        return [role, modelLane(model)];
+      } catch (error) {
+        throw invalidInput('lane', (error as Error).message);
+      }
+    }),
+  );
 }
 
 function parseRoles(raw: string): TaskRole[] {
@@ -78,6 +111,12 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     }),
   };
   for (const line of describeModels(models.byRole)) log(`polish worker: model for ${line}`);
+  const lanes = flags.lane ? lanesOf(roles, models.byRole) : undefined;
+  for (const [role, lane] of Object.entries(lanes ?? {}))
+    log(
+      `polish worker: ${role} workers serve lane ${lane} (the judges of runs whose --evaluators name ` +
+        `${laneModelOf(models.byRole[role as TaskRole] ?? { provider: 'none' })}), not the plain ${role} queue`,
+    );
   const credentials = readCredentials(flags);
   const host = createAgentHost({
     natsUrl,
@@ -88,6 +127,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     command: commandSettingsOf(flags),
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
     roleModels: models.byRole,
+    ...(lanes ? { lanes } : {}),
     ...(credentials ? { auth: hostAuthOf(credentials, roles) } : {}),
   });
   host.on('worker.ready', ({ pid, role, bootMs, steps }) =>

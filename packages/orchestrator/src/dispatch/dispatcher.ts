@@ -1,4 +1,11 @@
-import type { ModelInfo, PayloadOf, TaskRole, Usage, WorkerInfo } from '@polish/protocol';
+import {
+  isLaneRole,
+  type ModelInfo,
+  type PayloadOf,
+  type TaskRole,
+  type Usage,
+  type WorkerInfo,
+} from '@polish/protocol';
 
 /** What came back for one task: the raw result (validated by the caller), usage and provenance. */
 export interface DispatchOutcome {
@@ -32,6 +39,17 @@ export interface DispatchOptions {
   maxAttempts?: number;
   /** Told how the task is getting on: queued, still waiting, taken, given back. */
   onProgress?: (progress: DispatchProgress) => void;
+  /**
+   * Over NATS: the model lane the task goes to instead of its role's queue (a quorum's judge on
+   * its own model), taken only by workers serving that model. In process there are no lanes.
+   */
+  lane?: TaskLane;
+}
+
+/** A model's lane: its name (see `modelLane` in the protocol) and the model, for messages. */
+export interface TaskLane {
+  name: string;
+  model: string;
 }
 
 /**
@@ -43,4 +61,15 @@ export interface Dispatcher {
   dispatch<R extends TaskRole>(role: R, payload: PayloadOf<R>, options?: DispatchOptions): Promise<DispatchOutcome>;
   /** Releases connections; a closed dispatcher accepts no more tasks. */
   close?(): Promise<void>;
+}
+
+/**
+ * A dispatcher that sends the tasks of roles with lanes (evaluate) to one model's lane, and the
+ * others as `dispatcher` does: a judge whose workers run elsewhere.
+ */
+export function laneDispatcher(dispatcher: Dispatcher, lane: TaskLane): Dispatcher {
+  return {
+    dispatch: (role, payload, options) =>
+      dispatcher.dispatch(role, payload, isLaneRole(role) ? { ...options, lane } : options),
+  };
 }

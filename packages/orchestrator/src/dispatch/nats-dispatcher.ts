@@ -12,12 +12,12 @@ import {
   jetStreamApi,
   maxDeliveriesAdvisory,
   replySubject,
-  taskSubject,
+  taskQueueOf,
   type TaskRole,
 } from '@polish/protocol';
 import { sha256 } from '../hash.js';
 import { retrying } from '../nats-retry.js';
-import type { DispatchOptions, Dispatcher, DispatchOutcome, DispatchProgress } from './dispatcher.js';
+import type { DispatchOptions, Dispatcher, DispatchOutcome, DispatchProgress, TaskLane } from './dispatcher.js';
 import { openTaskQueue, type TaskQueue, type TaskQueueOptions } from './task-queue.js';
 import { createQueueWatch, type QueueWatch } from './queue-watch.js';
 
@@ -61,8 +61,12 @@ function traceHeadersOf(active: Context): MsgHdrs | undefined {
 /** A task this dispatcher waits for, by its idempotency key. */
 interface PendingTask {
   role: TaskRole;
+  /** The model lane it waits in, if not its role's queue. */
+  lane: TaskLane | undefined;
+  /** The stream it waits in (the tasks stream, or its role's lanes stream). */
+  stream: string;
   key: string;
-  /** Its sequence in the task stream, once published. */
+  /** Its sequence in that stream, once published. */
   seq: number | undefined;
   queuedAt: number;
   /** When its current delivery was taken; undefined while it waits in the queue. */
@@ -93,7 +97,9 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   const taskTimeoutMs = options.taskTimeoutMs ?? 300_000;
   const connection = options.connection;
   const pending = new Map<string, PendingTask>();
-  const bySeq = new Map<number, PendingTask>();
+  // By stream and sequence: a role's lanes have a stream of their own, with its own sequence.
+  const bySeq = new Map<string, PendingTask>();
+  const seqKey = (stream: string, seq: number) => `${stream} ${seq}`;
   let subscriptions: Subscription[] = [];
   let watch: QueueWatch | undefined;
 
@@ -127,14 +133,16 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
           if (notice.success) route(notice.data.key, (task) => onCrash(task, notice.data));
         },
       }),
-      connection.subscribe(maxDeliveriesAdvisory(names.tasksStream), {
-        callback: (error, message) => {
-          if (error) return;
-          const seq = Number((json(message.data) as { stream_seq?: unknown } | undefined)?.stream_seq);
-          const task = bySeq.get(seq);
-          if (task) fail(task, exhausted(task));
-        },
-      }),
+      ...[names.tasksStream, ...names.laneStreams].map((stream) =>
+        connection.subscribe(maxDeliveriesAdvisory(stream), {
+          callback: (error, message) => {
+            if (error) return;
+            const seq = Number((json(message.data) as { stream_seq?: unknown } | undefined)?.stream_seq);
+            const task = bySeq.get(seqKey(stream, seq));
+            if (task) fail(task, exhausted(task));
+          },
+        }),
+      ),
     ];
     await connection.flush();
     watch = createQueueWatch({
@@ -171,10 +179,10 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
   const withdraw = (task: PendingTask, remove: boolean) => {
     clearTimeout(task.safety);
     pending.delete(task.key);
-    if (task.seq !== undefined) bySeq.delete(task.seq);
+    if (task.seq !== undefined) bySeq.delete(seqKey(task.stream, task.seq));
     if (remove && task.seq !== undefined) {
       void opened
-        .then((queue) => queue.manager.streams.deleteMessage(queue.names.tasksStream, task.seq as number, false))
+        .then((queue) => queue.manager.streams.deleteMessage(task.stream, task.seq as number, false))
         .catch(() => undefined);
     }
   };
@@ -264,10 +272,10 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
 
   const onCrash = (task: PendingTask, notice: ReturnType<typeof CrashNoticeSchema.parse>) => {
     if (notice.role !== task.role) return;
-    void opened.then((queue) => {
-      // Only an ack subject of this role's own consumer: a notice cannot touch another queue.
-      if (!notice.ack.startsWith(jetStreamApi.ackPrefix(queue.names.tasksStream, queue.names.taskConsumer(task.role))))
-        return;
+    void opened.then(() => {
+      // Only an ack subject of the task's own queue: a notice cannot touch another queue.
+      const own = taskQueueOf(task.role, task.lane?.name, prefix);
+      if (!notice.ack.startsWith(jetStreamApi.ackPrefix(own.stream, own.consumer))) return;
       task.takenAt = undefined;
       task.lastCause = `worker ${notice.worker.pid} on ${notice.worker.hostname} died holding it (${notice.reason})`;
       task.onProgress?.({ type: 'released', worker: notice.worker, delivery: notice.delivery, reason: notice.reason });
@@ -288,6 +296,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
     const key = sha256(dispatchOptions.idempotencyKey ?? randomUUID());
     const timeoutMs = dispatchOptions.timeoutMs ?? taskTimeoutMs;
     const maxAttempts = Math.min(dispatchOptions.maxAttempts ?? Infinity, queue.maxDeliverOf(role));
+    const lane = dispatchOptions.lane;
+    const address = taskQueueOf(role, lane?.name, prefix);
     // Taken when the dispatch starts: the caller's active span (a wave) is the parent of the task.
     const traceHeaders = traceHeadersOf(context.active());
     const envelope = TaskEnvelopeSchema.parse({
@@ -308,6 +318,8 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
       };
       const task: PendingTask = {
         role,
+        lane,
+        stream: address.stream,
         key,
         seq: undefined,
         queuedAt: Date.now(),
@@ -335,30 +347,32 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
             .catch(() => null);
           if (kept) return answer(task, kept.data);
         }
+        // A lane's consumer exists before its first task, so that its workers find it.
+        if (lane) await queue.openLane(role, lane.name);
         // A cluster electing a stream leader answers 503 for a while: the same message id is
         // published again (deduplicated by the stream) rather than failing the run.
         const ack = await retrying(
           () =>
-            queue.js.publish(taskSubject(role, prefix), JSON.stringify(envelope), {
+            queue.js.publish(address.subject, JSON.stringify(envelope), {
               msgID: key,
               ...(traceHeaders ? { headers: traceHeaders } : {}),
             }),
           () => connection.isClosed() || !pending.has(key),
         );
         task.seq = ack.seq;
-        bySeq.set(ack.seq, task);
+        bySeq.set(seqKey(task.stream, ack.seq), task);
         if (!pending.has(key)) {
           // Settled meanwhile (cancelled): the task must not wait in the queue for a worker to pay for it.
-          await queue.manager.streams.deleteMessage(queue.names.tasksStream, ack.seq, false).catch(() => undefined);
+          await queue.manager.streams.deleteMessage(task.stream, ack.seq, false).catch(() => undefined);
           return;
         }
-        reportQueued(task, watch?.queuedAhead(role) ?? 0);
+        reportQueued(task, watch?.queuedAhead(task) ?? 0);
         watch?.wake();
       })().catch((error: unknown) => {
         if (!pending.has(key)) return;
         fail(
           task,
-          new PolishError('UNAVAILABLE', `${role} task could not be queued: ${(error as Error).message}`, {
+          new PolishError('UNAVAILABLE', `${address.label} task could not be queued: ${(error as Error).message}`, {
             cause: error,
           }),
         );

@@ -1,11 +1,13 @@
 import { setTimeout as delay } from 'node:timers/promises';
-import { PolishError, taskSubject, type QueueStats, type TaskRole } from '@polish/protocol';
-import type { DispatchProgress } from './dispatcher.js';
+import { PolishError, taskQueueOf, type QueueStats, type TaskRole } from '@polish/protocol';
+import type { DispatchProgress, TaskLane } from './dispatcher.js';
 import type { TaskQueue } from './task-queue.js';
 
 /** What the watch needs of a task that waits for an answer. */
 export interface WatchedTask {
   role: TaskRole;
+  /** The model lane it waits in, if not its role's queue. */
+  lane: TaskLane | undefined;
   queuedAt: number;
   /** Undefined while the task waits in the queue. */
   takenAt: number | undefined;
@@ -19,13 +21,31 @@ export interface QueueWatch {
   leaseMs: number;
   /** A task was queued: make sure the watch runs. */
   wake(): void;
-  /** Tasks of the role that were waiting at the last look. */
-  queuedAhead(role: TaskRole): number;
+  /** Tasks of the task's queue that were waiting at the last look. */
+  queuedAhead(task: WatchedTask): number;
   stop(): void;
 }
 
 const TICK_MS = 1_000;
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
+/** A task's queue, as the watch keys it: the role, or the role and its lane. */
+const queueKey = (task: WatchedTask) => (task.lane ? `${task.role} ${task.lane.name}` : task.role);
+
+/** "Nobody serves it", naming the queue, and for a lane the model and how to serve it. */
+function nobodyServes(task: WatchedTask, waitedMs: number): PolishError {
+  const queue = taskQueueOf(task.role, task.lane?.name);
+  if (!task.lane)
+    return new PolishError(
+      'NO_RESPONDERS',
+      `no ${task.role} workers pulled tasks within ${seconds(waitedMs)} (nobody serves ${queue.subject})`,
+    );
+  return new PolishError(
+    'NO_RESPONDERS',
+    `no ${task.role} workers of lane ${task.lane.name} (model ${task.lane.model}) pulled tasks within ` +
+      `${seconds(waitedMs)} (nobody serves ${queue.subject}); start one where that model is reachable: ` +
+      `polish worker --roles ${task.role} --evaluator-model ${task.lane.model} --lane`,
+  );
+}
 
 /**
  * Tells "nobody serves this role" from "the workers are busy" (DESIGN §4): once a second, while
@@ -42,8 +62,8 @@ export function createQueueWatch(options: {
   progressIntervalMs: number;
   fail(task: WatchedTask, error: PolishError): void;
 }): QueueWatch {
-  const nobodySince = new Map<TaskRole, number>();
-  const lastStats = new Map<TaskRole, QueueStats>();
+  const nobodySince = new Map<string, number>();
+  const lastStats = new Map<string, QueueStats>();
   const lastReported = new WeakMap<WatchedTask, number>();
   let running = false;
   let stopped = false;
@@ -51,31 +71,27 @@ export function createQueueWatch(options: {
   const waiting = () => options.pending().filter((task) => task.seq !== undefined && task.takenAt === undefined);
 
   const tick = async () => {
-    const tasks = waiting();
-    const roles = [...new Set(tasks.map((task) => task.role))];
-    const stats = await options.queue.stats(roles).catch(() => undefined);
+    const queues = [...new Map(waiting().map((task) => [queueKey(task), task])).entries()];
+    const stats = await options.queue
+      .statsOf(queues.map(([, task]) => ({ role: task.role, lane: task.lane?.name })))
+      .catch(() => undefined);
     if (!stats) return; // NATS is away: judge again at the next look.
     const now = Date.now();
-    for (const stat of stats) {
-      lastStats.set(stat.role, stat);
-      if (stat.pulling > 0 || stat.in_flight > 0) nobodySince.delete(stat.role);
+    stats.forEach((stat, index) => {
+      const key = queues[index]?.[0] as string;
+      lastStats.set(key, stat);
+      if (stat.pulling > 0 || stat.in_flight > 0) nobodySince.delete(key);
       else {
-        // Counted from the first look with nobody, or from the role's last task if later: between
+        // Counted from the first look with nobody, or from the queue's last task if later: between
         // single-use workers (one answered and left, the next still booting) nobody pulls for a while.
         const lastServed = stat.idle_ms === null ? -Infinity : now - stat.idle_ms;
-        nobodySince.set(stat.role, Math.max(nobodySince.get(stat.role) ?? now, lastServed));
+        nobodySince.set(key, Math.max(nobodySince.get(key) ?? now, lastServed));
       }
-    }
+    });
     for (const task of waiting()) {
-      const since = nobodySince.get(task.role);
+      const since = nobodySince.get(queueKey(task));
       if (since !== undefined && now - since >= options.workerWaitMs) {
-        options.fail(
-          task,
-          new PolishError(
-            'NO_RESPONDERS',
-            `no ${task.role} workers pulled tasks within ${seconds(options.workerWaitMs)} (nobody serves ${taskSubject(task.role)})`,
-          ),
-        );
+        options.fail(task, nobodyServes(task, options.workerWaitMs));
       } else if (options.queueWaitMs !== undefined && now - task.queuedAt >= options.queueWaitMs) {
         options.fail(
           task,
@@ -89,7 +105,7 @@ export function createQueueWatch(options: {
         );
       } else if (now - (lastReported.get(task) ?? task.queuedAt) >= options.progressIntervalMs) {
         lastReported.set(task, now);
-        const stat = lastStats.get(task.role);
+        const stat = lastStats.get(queueKey(task));
         task.onProgress?.({
           type: 'waiting',
           queued: stat?.queued ?? 0,
@@ -119,7 +135,7 @@ export function createQueueWatch(options: {
       running = true;
       void run();
     },
-    queuedAhead: (role) => lastStats.get(role)?.queued ?? 0,
+    queuedAhead: (task) => lastStats.get(queueKey(task))?.queued ?? 0,
     stop() {
       stopped = true;
     },

@@ -13,7 +13,7 @@ import { configDifferences, ensureStream, queueStreamSpecs } from '../streams.js
 import {
   DEFAULT_SUBJECT_PREFIX,
   TaskRoleSchema,
-  taskSubject,
+  taskQueueOf,
   unavailable,
   wireNames,
   type QueueStats,
@@ -44,21 +44,33 @@ export interface TaskQueue {
   maxDeliverOf(role: TaskRole): number;
   /** Each role's figures: waiting tasks, the oldest's age, workers pulling, tasks in hand. */
   stats(roles?: readonly TaskRole[]): Promise<QueueStats[]>;
+  /** Makes a model lane of a role ready for tasks: its consumer, made when missing (once per queue). */
+  openLane(role: TaskRole, lane: string): Promise<void>;
+  /** The same figures for queues that may be lanes. */
+  statsOf(queues: readonly QueueRef[]): Promise<QueueStats[]>;
+}
+
+/** A role's queue, or one of its model lanes. */
+export interface QueueRef {
+  role: TaskRole;
+  lane?: string | undefined;
 }
 
 const NANOS = 1_000_000;
 const DEFAULT_LEASE_MS = 30_000;
 
-/** The configuration of a role's consumer. */
+/** The configuration of a role's consumer, or of one of its lanes'. */
 export function consumerConfig(
   role: TaskRole,
   prefix: string,
   leaseMs: number,
   maxDeliver: number,
+  lane?: string,
 ): Partial<ConsumerConfig> {
+  const queue = taskQueueOf(role, lane, prefix);
   return {
-    durable_name: wireNames(prefix).taskConsumer(role),
-    filter_subject: taskSubject(role, prefix),
+    durable_name: queue.consumer,
+    filter_subject: queue.subject,
     ack_policy: AckPolicy.Explicit,
     deliver_policy: DeliverPolicy.All,
     ack_wait: leaseMs * NANOS,
@@ -82,28 +94,33 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
   const names = wireNames(prefix);
   const manager = await jetstreamManager(connection);
   for (const spec of queueStreamSpecs(prefix)) await ensureStream(manager, spec, replicas);
-  for (const role of TaskRoleSchema.options) {
-    const config = consumerConfig(role, prefix, leaseMs, maxDeliver);
+  const ensureConsumer = async (role: TaskRole, lane?: string) => {
+    const stream = taskQueueOf(role, lane, prefix).stream;
+    const config = consumerConfig(role, prefix, leaseMs, maxDeliver, lane);
     const name = config.durable_name as string;
-    const info = await manager.consumers.info(names.tasksStream, name).catch((error: unknown) => {
+    const info = await manager.consumers.info(stream, name).catch((error: unknown) => {
       if (/not found/i.test(String((error as Error)?.message)) || (error as { code?: unknown })?.code === 10014)
         return undefined;
       throw error;
     });
-    if (!info) await manager.consumers.add(names.tasksStream, config);
+    if (!info) await manager.consumers.add(stream, config);
     else if (configDifferences(info.config, config).length > 0) {
       // Lease and delivery bound may change (an operator raised them); the filter may not.
       if (info.config.filter_subject !== config.filter_subject) {
         throw unavailable(
-          `consumer ${name} of ${names.tasksStream} filters ${info.config.filter_subject}, not ${config.filter_subject}`,
+          `consumer ${name} of ${stream} filters ${info.config.filter_subject}, not ${config.filter_subject}`,
         );
       }
-      await manager.consumers.update(names.tasksStream, name, {
+      await manager.consumers.update(stream, name, {
         ack_wait: config.ack_wait,
         max_deliver: config.max_deliver,
       });
     }
-  }
+  };
+  for (const role of TaskRoleSchema.options) await ensureConsumer(role);
+  // A lane's consumer is made when its first task is sent (lanes are not known in advance);
+  // its workers wait for it until then.
+  const lanes = new Map<string, Promise<void>>();
   return {
     js: jetstream(connection),
     manager,
@@ -111,6 +128,18 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
     leaseMs,
     maxDeliverOf: (role) => (role === 'par.command' ? 1 : maxDeliver),
     stats: (roles = TaskRoleSchema.options) => readQueueStats(manager, prefix, roles),
+    openLane(role, lane) {
+      const key = taskQueueOf(role, lane, prefix).subject;
+      let opening = lanes.get(key);
+      if (!opening) {
+        opening = ensureConsumer(role, lane);
+        lanes.set(key, opening);
+        // A failure is not kept: the next task tries again.
+        opening.catch(() => lanes.delete(key));
+      }
+      return opening;
+    },
+    statsOf: (queues) => Promise.all(queues.map((queue) => readOneQueue(manager, prefix, queue))),
   };
 }
 
@@ -124,33 +153,39 @@ export async function readQueueStats(
   roles: readonly TaskRole[] = TaskRoleSchema.options,
   now = Date.now,
 ): Promise<QueueStats[]> {
-  const names = wireNames(prefix);
-  return Promise.all(
-    roles.map(async (role) => {
-      const info = await manager.consumers.info(names.tasksStream, names.taskConsumer(role)).catch(() => undefined);
-      if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0, idle_ms: null };
-      let oldest: number | null = null;
-      if (info.num_pending > 0) {
-        // The first message of the role past what the consumer has handed out waits longest.
-        const message = await manager.streams
-          // STREAM.MSG.GET takes next_by_subj (nats-server 2.9+); the client's type does not list it.
-          .getMessage(names.tasksStream, {
-            seq: info.delivered.stream_seq + 1,
-            next_by_subj: taskSubject(role, prefix),
-          } as never)
-          .catch(() => null);
-        if (message) oldest = Math.max(0, Math.round(now() - message.time.getTime()));
-      }
-      return {
-        role,
-        queued: info.num_pending,
-        oldest_ms: oldest,
-        pulling: info.num_waiting,
-        in_flight: info.num_ack_pending,
-        idle_ms: idleFor(info, now()),
-      };
-    }),
-  );
+  return Promise.all(roles.map((role) => readOneQueue(manager, prefix, { role }, now)));
+}
+
+/** One queue's figures (a role's, or one of its lanes'). */
+async function readOneQueue(
+  manager: JetStreamManager,
+  prefix: string,
+  { role, lane }: QueueRef,
+  now = Date.now,
+): Promise<QueueStats> {
+  const queue = taskQueueOf(role, lane, prefix);
+  const info = await manager.consumers.info(queue.stream, queue.consumer).catch(() => undefined);
+  if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0, idle_ms: null };
+  let oldest: number | null = null;
+  if (info.num_pending > 0) {
+    // The first message of the queue past what the consumer has handed out waits longest.
+    const message = await manager.streams
+      // STREAM.MSG.GET takes next_by_subj (nats-server 2.9+); the client's type does not list it.
+      .getMessage(queue.stream, {
+        seq: info.delivered.stream_seq + 1,
+        next_by_subj: queue.subject,
+      } as never)
+      .catch(() => null);
+    if (message) oldest = Math.max(0, Math.round(now() - message.time.getTime()));
+  }
+  return {
+    role,
+    queued: info.num_pending,
+    oldest_ms: oldest,
+    pulling: info.num_waiting,
+    in_flight: info.num_ack_pending,
+    idle_ms: idleFor(info, now()),
+  };
 }
 
 /** Time since the consumer last handed out or had acknowledged a task; null if it never did. */

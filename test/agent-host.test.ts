@@ -22,6 +22,14 @@ describe('agent host', () => {
   afterAll(async () => {
     await nats.stop();
   });
+  /** A host on the suite's NATS with one evaluate worker answering from this script. */
+  const evaluateHost = (script: string) =>
+    createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate'],
+      pool: 1,
+      model: { provider: 'scripted', script },
+    });
 
   it('stops promptly when SIGTERM reaches workers mid-boot (connecting, warming up), leaving none behind', async () => {
     // A server that accepts connections and never speaks NATS: every worker is stuck connecting.
@@ -74,12 +82,7 @@ describe('agent host', () => {
         ],
       }),
     );
-    const host = createAgentHost({
-      natsUrl: nats.server.url,
-      roles: ['evaluate'],
-      pool: 1,
-      model: { provider: 'scripted', script },
-    });
+    const host = evaluateHost(script);
     try {
       await host.ready;
       const taken = new Promise<number>((resolve) => host.once('task.taken', ({ pid }) => resolve(pid)));
@@ -114,12 +117,7 @@ describe('agent host', () => {
     const release = join(mkdtempSync(join(tmpdir(), 'polish-deadline-')), 'never-released');
     const script = join(dirname(release), 'held.json');
     writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores: [] }, hold_until_file: release }] }));
-    const host = createAgentHost({
-      natsUrl: nats.server.url,
-      roles: ['evaluate'],
-      pool: 1,
-      model: { provider: 'scripted', script },
-    });
+    const host = evaluateHost(script);
     try {
       await host.ready;
       const taken = new Promise<number>((resolve) => host.once('task.taken', ({ pid }) => resolve(pid)));

@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { spawnSync } from 'node:child_process';
 import { POLISH, polish } from './support/cli.js';
+import { demoRunArgs } from './support/demo.js';
 
 const demo = 'examples/demo';
 const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();
@@ -71,21 +72,9 @@ describe('polish run', () => {
   it('reads the artifact from standard input and writes the final artifact to --out', async () => {
     const directory = scratch();
     const out = join(directory, 'final.md');
-    const { code, stdout } = await polish(
-      [
-        'run',
-        '-',
-        '--goal',
-        goal,
-        '--criteria',
-        `${demo}/criteria.json`,
-        '--script',
-        `${demo}/script.yaml`,
-        '--out',
-        out,
-      ],
-      { input: readFileSync(`${demo}/artifact.md`, 'utf8') },
-    );
+    const { code, stdout } = await polish(demoRunArgs(['--script', `${demo}/script.yaml`, '--out', out], '-'), {
+      input: readFileSync(`${demo}/artifact.md`, 'utf8'),
+    });
     expect(code).toBe(0);
     expect(stdout).toBe('');
     expect(readFileSync(out, 'utf8')).toContain('Retry-After');
@@ -96,18 +85,7 @@ describe('polish run', () => {
     const script = join(directory, 'broken.yaml');
     writeFileSync(script, 'evaluate:\n  - answer: "I think it is fine."\n');
     const out = join(directory, 'out.md');
-    const { code, stderr } = await polish([
-      'run',
-      `${demo}/artifact.md`,
-      '--goal',
-      goal,
-      '--criteria',
-      `${demo}/criteria.json`,
-      '--script',
-      script,
-      '--out',
-      out,
-    ]);
+    const { code, stderr } = await polish(demoRunArgs(['--script', script, '--out', out]));
     expect(code).toBe(4);
     expect(stderr).toContain('polish: FAILED: evaluate answer still invalid after 2 repairs: the answer is not JSON');
     expect(existsSync(out)).toBe(false);
@@ -123,6 +101,8 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
   };
   const artifact = `${demo}/artifact.md`;
   const script = `${demo}/script.yaml`;
+  /** `polish run` with these arguments, the demo's script, then `flags` (a later flag overrides an earlier one). */
+  const runScripted = (args: string[], flags: string[] = []) => polish(['run', ...args, '--script', script, ...flags]);
   const criteria = (list: unknown) =>
     file(`criteria-${Math.random().toString(36).slice(2)}.json`, JSON.stringify(list));
   const nine = Array.from({ length: 9 }, (_, i) => ({ id: `C${i + 1}`, text: 'x' }));
@@ -168,17 +148,7 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['an unreachable threshold', ['--threshold', 'pass_9'], 'threshold: pass_9 can never be met'],
   ])('%s', async (_name, flags, message) => {
     const out = join(directory, 'out.md');
-    const { code, stderr, stdout } = await polish([
-      'run',
-      artifact,
-      '--goal',
-      'g',
-      '--script',
-      script,
-      '--out',
-      out,
-      ...flags,
-    ]);
+    const { code, stderr, stdout } = await runScripted([artifact, '--goal', 'g'], ['--out', out, ...flags]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
     expect(stderr.trim().split('\n')).toHaveLength(1);
@@ -192,7 +162,7 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['a missing goal', [artifact], 'goal: required'],
     ['an empty goal', [artifact, '--goal', ' '], 'goal: required'],
   ])('%s', async (_name, args, message) => {
-    const { code, stderr } = await polish(['run', ...args, '--script', script]);
+    const { code, stderr } = await runScripted(args);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
   });
@@ -201,7 +171,7 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
     ['a folder that does not exist', () => join(directory, 'no-such-folder', 'out.md'), 'out: cannot write in'],
     ['a directory', () => directory, 'out: '],
   ])('an --out in %s is refused before the run', async (_name, out, message) => {
-    const { code, stderr } = await polish(['run', artifact, '--goal', 'g', '--script', script, '--out', out()]);
+    const { code, stderr } = await runScripted([artifact, '--goal', 'g'], ['--out', out()]);
     expect(code).toBe(2);
     expect(stderr).toContain(`polish: invalid input: ${message}`);
     expect(stderr).not.toContain('started nats-server');

@@ -2,7 +2,7 @@
 // orchestrator, the workers and the submitting client each on a different node, and the
 // orchestrator's node killed with SIGKILL in the middle of a run. Slow by nature (leader
 // elections): part of the fault-injection group.
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as delay } from 'node:timers/promises';
@@ -14,21 +14,12 @@ import { createInProcessDispatcher, createRunClient, openRunStore, runPolish } f
 import { storeNames, taskQueueNames, type RunResult } from '@polish/protocol';
 import { startNatsCluster, type NatsCluster } from './support/cluster.js';
 import { heldScript as held } from './support/held-script.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { polish } from './support/cli.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-cluster-test-'));
-const spec = {
-  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
-  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
-};
-const outcome = (result: RunResult) => ({
-  status: result.status,
-  iterations: result.iterations,
-  artifact: result.artifact,
-  history: result.history,
-});
 const took = (host: WatchedProcess, role: string) =>
   host.lines.filter((line) => new RegExp(`\\(${role}\\) took task`).test(line)).length;
 
@@ -80,7 +71,9 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
     cluster = await startNatsCluster({ size: 3 });
     timings.push(`cluster up with a meta leader: ${Date.now() - startedAt} ms`);
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
-    undisturbed = await runPolish(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) });
+    undisturbed = await runPolish(DEMO_SPEC, {
+      dispatcher: createInProcessDispatcher((task) => handleTask(task, model)),
+    });
   });
 
   afterAll(async () => {
@@ -148,7 +141,7 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
         connections.push(observer);
         expect(await replicasOf(observer, streams)).toEqual(Object.fromEntries(streams.map((name) => [name, [3, 3]])));
 
-        client = startPolish(['run', `${demo}/artifact.md`, '--goal', spec.goal, '--nats', clientNode.url, '--json']);
+        client = startPolish(demoRunOnNatsArgs(clientNode.url));
         const [, runId] = await client.waitFor(/submitting run (\S+) to the polish run service/);
         // Wave 1 is done and stored; the first evaluation is in a worker's hands, held there.
         await host.waitFor(/\(evaluate\) took task/);
@@ -196,7 +189,7 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
         expect(exit.code, client.lines.join('\n')).toBe(0);
         const result = JSON.parse(client.stdout()) as RunResult;
         expect(result.status).toBe('CONVERGED');
-        expect(outcome(result)).toEqual(outcome(undisturbed));
+        expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
 
         // Asked through another surviving node: the service answers from the replicated bucket.
         const status = await polish(['status', runId as string, '--nats', workerNode.url, '--json']);
@@ -222,11 +215,7 @@ describe('durable runs on a 3-node NATS cluster (JetStream replicas 3)', () => {
         ).events(runId as string);
         expect(replay[0]?.type).toBe('run.started');
         expect(replay.at(-1)?.type).toBe('run.finished');
-        expect(
-          replay
-            .filter((event) => event.type === 'iteration.evaluated')
-            .map((event) => event.type === 'iteration.evaluated' && event.passed),
-        ).toEqual([1, 2, 3]);
+        expect(passedPerIteration(replay)).toEqual([1, 2, 3]);
         // Still 3 replicas: the same 3 peers (the dead node stays a member), the leader one of the
         // survivors. A stream nobody wrote to since the kill may still be electing: wait, bounded.
         const manager = await jetstreamManager(observer);

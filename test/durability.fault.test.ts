@@ -23,23 +23,14 @@ import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { runningRecord } from './support/run-record.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
+import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-durable-'));
-const spec = {
-  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
-  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
-};
 
 const heldScript = () => held(`${demo}/script.yaml`, scratch);
-
-const outcome = (result: RunResult) => ({
-  status: result.status,
-  iterations: result.iterations,
-  artifact: result.artifact,
-  history: result.history,
-});
 
 async function startServe(natsUrl: string, id: string, extra: string[] = []): Promise<WatchedProcess> {
   const serve = startPolish(['serve', '--nats', natsUrl, '--id', id, ...extra]);
@@ -73,7 +64,9 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     nats = await startNats();
     client = createRunClient(nats.connection);
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
-    undisturbed = await runPolish(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) });
+    undisturbed = await runPolish(DEMO_SPEC, {
+      dispatcher: createInProcessDispatcher((task) => handleTask(task, model)),
+    });
   });
   afterAll(async () => {
     await nats.stop();
@@ -86,7 +79,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     try {
       const runId = randomUUID();
       const finished = finishedEvent(nats.connection, runId);
-      await client.submit(spec, runId);
+      await client.submit(DEMO_SPEC, runId);
       await host.waitFor(/\(evaluate\) took task/);
       first.child.kill('SIGKILL');
       await first.exited;
@@ -97,7 +90,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
         await finished;
         const run = await client.status(runId);
         expect(run.status).toBe('CONVERGED');
-        expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+        expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
         // Wave 1 had finished before the crash: its model call is not made again.
         expect(took(host, 'criteria')).toBe(1);
         expect(took(host, 'revise')).toBe(2);
@@ -116,15 +109,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const host = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script.yaml`]);
     const serve = await startServe(nats.server.url, 'cli');
     try {
-      const run = await polishCli([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        spec.goal,
-        '--nats',
-        nats.server.url,
-        '--json',
-      ]);
+      const run = await polishCli(demoRunOnNatsArgs(nats.server.url));
       expect(run.code).toBe(0);
       const [, runId] = /submitting run (\S+) to the polish run service/.exec(run.stderr) ?? [];
       expect(runId).toBeDefined();
@@ -149,23 +134,19 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     try {
       const runId = randomUUID();
       const finished = finishedEvent(nats.connection, runId);
-      await client.submit(spec, runId);
+      await client.submit(DEMO_SPEC, runId);
       const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
       process.kill(Number(pid), 'SIGKILL');
       await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died`));
       held.release();
       await finished;
       const run = await client.status(runId);
-      expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+      expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
       // The run's whole history can be replayed from the event stream.
       const replay = await (await openRunStore(nats.connection)).events(runId);
       expect(replay[0]?.type).toBe('run.started');
       expect(replay.at(-1)?.type).toBe('run.finished');
-      expect(
-        replay
-          .filter((event) => event.type === 'iteration.evaluated')
-          .map((event) => event.type === 'iteration.evaluated' && event.passed),
-      ).toEqual([1, 2, 3]);
+      expect(passedPerIteration(replay)).toEqual([1, 2, 3]);
     } finally {
       await stop(serve);
       await stop(host);
@@ -178,7 +159,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const serve = await startServe(nats.server.url, 'canceller');
     try {
       const runId = randomUUID();
-      await client.submit(spec, runId);
+      await client.submit(DEMO_SPEC, runId);
       const [, , taskId] = await host.waitFor(/^worker (\d+) \(evaluate\) took task (\S+)/);
       const cancelled = await client.cancel(runId);
       expect(cancelled.status).toBe('CANCELLED');
@@ -203,7 +184,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     try {
       const runId = randomUUID();
       let finished = finishedEvent(nats.connection, runId);
-      await client.submit({ ...spec, cap: 2 }, runId);
+      await client.submit({ ...DEMO_SPEC, cap: 2 }, runId);
       await finished;
       const capped = await client.status(runId);
       expect([capped.status, capped.iteration]).toEqual(['CAP_REACHED', 2]);
@@ -229,14 +210,10 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
 
   it('200 concurrent runs with one orchestrator restart: all reach a terminal state, none lost, none duplicated', async () => {
     // Reused workers: this test is about the orchestrator, and 1,200 single-use boots would take minutes.
-    const host = await startHost(nats.server.url, [
-      '--pool',
-      '2',
-      '--reuse',
-      '1000000',
-      '--script',
-      `${demo}/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ pool: 2, reuse: 1_000_000, script: `${demo}/script.yaml` }),
+    );
     const first = await startServe(nats.server.url, 'bulk');
     const ids: string[] = Array.from({ length: 200 }, () => randomUUID());
     const finished = new Set<string>();
@@ -255,7 +232,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     });
     let second: WatchedProcess | undefined;
     try {
-      await Promise.all(ids.map((runId) => client.submit(spec, runId)));
+      await Promise.all(ids.map((runId) => client.submit(DEMO_SPEC, runId)));
       await halfway;
       first.child.kill('SIGKILL');
       await first.exited;
@@ -266,7 +243,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       expect(new Set(runs.map((run) => run.runId)).size).toBe(200);
       expect(
         runs.every(
-          (run) => run.status === 'CONVERGED' && run.result && outcome(run.result).artifact === undisturbed.artifact,
+          (run) => run.status === 'CONVERGED' && run.result && runOutcome(run.result).artifact === undisturbed.artifact,
         ),
       ).toBe(true);
       // Exactly one run.finished per run in the event stream.
@@ -314,12 +291,12 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     };
     const first = createRunManager({ store: crashing, dispatcher, owner: 'ledger' });
     const runId = randomUUID();
-    await first.submit(spec, runId);
+    await first.submit(DEMO_SPEC, runId);
     await crashed;
     expect((await store.get<{ state: string }>(`run.${runId}`))?.state).toBe('evaluating');
     const second = createRunManager({ store, dispatcher, owner: 'ledger' });
     expect((await second.resumeOwned()).resumed).toContain(runId);
-    expect(outcome(await second.result(runId))).toEqual(outcome(undisturbed));
+    expect(runOutcome(await second.result(runId))).toEqual(runOutcome(undisturbed));
     // Without the recorded result the restored run would have evaluated iteration 1 again (4 calls).
     expect(dispatched).toEqual(['criteria', 'evaluate', 'revise', 'evaluate', 'revise', 'evaluate']);
   });
@@ -331,7 +308,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     const twins: WatchedProcess[] = [];
     try {
       const runId = randomUUID();
-      await client.submit(spec, runId);
+      await client.submit(DEMO_SPEC, runId);
       await host.waitFor(/\(evaluate\) took task/);
       const beta = createRunManager({
         store: await openRunStore(nats.connection),
@@ -360,18 +337,12 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     await openRunStore(nats.connection);
     const kv = await new Kvm(jetstream(nats.connection)).open(storeNames().runs);
     const runId = randomUUID();
-    const record = {
+    const record = runningRecord({
       runId,
       owner: 'old-orchestrator',
       machineVersion: 0,
-      status: 'RUNNING',
-      state: 'evaluating',
-      iteration: 1,
-      cap: 4,
-      createdAt: 1,
-      updatedAt: 1,
       snapshot: { value: 'evaluating' },
-    };
+    });
     await kv.put(`run.${runId}`, JSON.stringify(record));
     const serve = await startServe(nats.server.url, 'old-orchestrator');
     try {
@@ -396,7 +367,7 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       const runId = randomUUID();
       const finished = finishedEvent(nats.connection, runId);
       await client.submit(
-        { ...spec, artifact: big, criteria: JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) },
+        { ...DEMO_SPEC, artifact: big, criteria: JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8')) },
         runId,
       );
       await finished;
@@ -419,7 +390,9 @@ describe('nats-server killed and restarted on the same store during a run', () =
   let undisturbed: RunResult;
   beforeAll(async () => {
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
-    undisturbed = await runPolish(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) });
+    undisturbed = await runPolish(DEMO_SPEC, {
+      dispatcher: createInProcessDispatcher((task) => handleTask(task, model)),
+    });
   });
 
   it('the run completes', async () => {
@@ -435,7 +408,7 @@ describe('nats-server killed and restarted on the same store during a run', () =
       const runId = randomUUID();
       // The subscription is re-made by the client after the restart.
       const finished = finishedEvent(connection, runId);
-      await runClient.submit(spec, runId);
+      await runClient.submit(DEMO_SPEC, runId);
       await host.waitFor(/\(evaluate\) took task/);
       process.kill(server.pid, 'SIGKILL');
       await server.stop();
@@ -445,7 +418,7 @@ describe('nats-server killed and restarted on the same store during a run', () =
       // The record is read back from the restarted server's store.
       const run = await runClient.status(runId);
       expect(run.status).toBe('CONVERGED');
-      expect(outcome(run.result as RunResult)).toEqual(outcome(undisturbed));
+      expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
     } finally {
       await connection.close();
       await stop(serve);

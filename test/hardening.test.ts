@@ -12,23 +12,15 @@ import { startNatsServer } from '@polish/cli';
 import { openRunStore } from '@polish/orchestrator';
 import { RunResultSchema, storeNames } from '@polish/protocol';
 import { POLISH, REPO, polish } from './support/cli.js';
+import { runningRecord } from './support/run-record.js';
+import { demoRunArgs, demoRunOnNatsArgs } from './support/demo.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop } from './support/processes.js';
 
 const demo = `${REPO}examples/demo`;
 const scratch = mkdtempSync(join(tmpdir(), 'polish-hardening-'));
-const goal = readFileSync(`${demo}/goal.txt`, 'utf8').trim();
-const runArgs = (artifact: string, extra: string[] = []) => [
-  'run',
-  artifact,
-  '--goal',
-  goal,
-  '--criteria',
-  `${demo}/criteria.json`,
-  '--script',
-  `${demo}/script.yaml`,
-  ...extra,
-];
+const runArgs = (artifact: string, extra: string[] = []) =>
+  demoRunArgs(['--script', `${demo}/script.yaml`, ...extra], artifact);
 const file = (name: string, content: string | Buffer) => {
   const path = join(scratch, name);
   writeFileSync(path, content);
@@ -91,7 +83,7 @@ describe('paid work is never lost', () => {
         ],
       }),
     );
-    const args = ['run', artifact, '--goal', goal, '--criteria', `${demo}/criteria.json`, '--script', passing];
+    const args = demoRunArgs(['--script', passing], artifact);
     const child = spawn(
       'unshare',
       [
@@ -143,18 +135,7 @@ describe('paid work is never lost', () => {
     );
     const host = await startHost(server.url, ['--pool', '1', '--script', script]);
     try {
-      const outcome = await polish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        goal,
-        '--criteria',
-        `${demo}/criteria.json`,
-        '--nats',
-        server.url,
-        '--local',
-        '--json',
-      ]);
+      const outcome = await polish(demoRunArgs(['--nats', server.url, '--local', '--json']));
       expect(outcome.code, outcome.stderr).toBe(4);
       const result = RunResultSchema.parse(JSON.parse(outcome.stdout));
       expect(result.status).toBe('FAILED');
@@ -190,18 +171,14 @@ describe('no bad record takes the service down', () => {
     await kv.put(`run.${garbled}`, 'this is not json {');
     await kv.put(
       `run.${broken}`,
-      JSON.stringify({
-        runId: broken,
-        owner: 'keeper',
-        machineVersion: 2,
-        status: 'RUNNING',
-        state: 'evaluating',
-        iteration: 1,
-        cap: 4,
-        createdAt: 1,
-        updatedAt: 1,
-        snapshot: { status: 'active', value: 'no-such-state', context: { spec: { cap: 4 } } },
-      }),
+      JSON.stringify(
+        runningRecord({
+          runId: broken,
+          owner: 'keeper',
+          machineVersion: 2,
+          snapshot: { status: 'active', value: 'no-such-state', context: { spec: { cap: 4 } } },
+        }),
+      ),
     );
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     const serve = startPolish(['serve', '--nats', nats.server.url, '--id', 'keeper']);
@@ -223,7 +200,7 @@ describe('no bad record takes the service down', () => {
       expect(status.code).toBe(0);
       expect(status.stdout).toContain('CORRUPT');
       // Everything else keeps working: a new run through the same service converges.
-      const run = await polish(['run', `${demo}/artifact.md`, '--goal', goal, '--nats', nats.server.url, '--json']);
+      const run = await polish(demoRunOnNatsArgs(nats.server.url));
       expect(run.code, run.stderr).toBe(0);
       // And a restart meets the quarantined records without stumbling.
       await stop(serve);

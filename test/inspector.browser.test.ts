@@ -6,7 +6,7 @@ import { chromium, type Browser, type Page } from 'playwright-core';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { request as httpRequest } from 'node:http';
 import { loadScriptFile } from '@polish/agents';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 import { REPO } from './support/cli.js';
 import {
   LONG_CRITERIA,
@@ -16,6 +16,7 @@ import {
   longArtifact,
   longScores,
 } from './support/long-artifact.js';
+import { COMMAND_CRITIQUE, parRunArgs } from './support/par-workspace.js';
 
 // The inspector in a real browser (Debian's chromium driven by playwright-core; never a browser
 // download): a real nats-server, `polish inspect`, `polish worker` hosts and `polish run` /
@@ -247,35 +248,21 @@ describe('polish inspect, in a browser', () => {
   });
 
   it('shows a PAR run: cycles, evidence and each policy decision with its reasons', async () => {
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'par.plan,par.act,par.command',
-      '--pool',
-      '1',
-      '--script',
-      `${REPO}examples/par/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['par.plan', 'par.act', 'par.command'], pool: 1, script: `${REPO}examples/par/script.yaml` }),
+    );
     started.push(host);
     const workspace = mkdtempSync(join(tmpdir(), 'polish-inspector-par-'));
     cpSync(`${REPO}examples/par/project`, workspace, { recursive: true });
     const { page } = await openPage();
     const run = startPolish([
-      'par',
-      'run',
-      '--topic',
-      'fix-add',
-      '--workspace',
-      workspace,
-      '--goal',
-      'make add() add',
-      '--acceptance',
-      'node test.js passes',
-      '--critique',
-      'command',
-      '--command',
-      'node test.js',
-      '--policy',
-      `${REPO}examples/par/policy.json`,
+      ...parRunArgs({
+        directory: workspace,
+        topic: 'fix-add',
+        critique: COMMAND_CRITIQUE,
+        policy: `${REPO}examples/par/policy.json`,
+      }),
       '--nats',
       nats.server.url,
     ]);

@@ -11,9 +11,10 @@ import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { jetstream } from '@nats-io/jetstream';
 import { openTaskQueue } from '@polish/orchestrator';
 import { RunEventSchema, RunResultSchema, RunSummarySchema, TaskReplySchema, type RunEvent } from '@polish/protocol';
-import { startNats, type NatsFixture } from './support/nats.js';
+import { startNats, writeNatsConfig, type NatsFixture } from './support/nats.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { REPO, polish } from './support/cli.js';
+import { DEMO_TASK_ROLES } from './support/demo.js';
 
 // Interoperability (docs/protocol.md): processes that use no polish package at all, only a NATS
 // client and the published JSON Schemas, take part in runs beside polish's own processes.
@@ -121,6 +122,15 @@ function followEvents(fixture: NatsFixture) {
 }
 
 const runIdOf = (stderr: string) => /^polish: run (\S+) started/m.exec(stderr)?.[1] ?? '';
+/** The example client's --json output: each run event as it came, then the run's summary. */
+function clientOutput(stdout: string) {
+  const lines = stdout
+    .trim()
+    .split('\n')
+    .map((line) => JSON.parse(line) as unknown);
+  const summary = RunSummarySchema.parse(lines.pop());
+  return { events: lines.map((line) => RunEventSchema.parse(line)), summary };
+}
 const waves = (events: RunEvent[]) => events.flatMap((event) => (event.type === 'wave.finished' ? [event] : []));
 
 describe('a worker and a client written with only a NATS client and the JSON Schemas', () => {
@@ -167,14 +177,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
       await events.finished(runId);
       expect(events.invalid).toEqual([]);
       const answers = waves(events.of(runId));
-      expect(answers.map((answer) => answer.role)).toEqual([
-        'criteria',
-        'evaluate',
-        'revise',
-        'evaluate',
-        'revise',
-        'evaluate',
-      ]);
+      expect(answers.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
       for (const answer of answers) {
         if (answer.role === 'evaluate') {
           expect(answer.worker.pid).toBe(worker.pid);
@@ -308,12 +311,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
 
       const { code, stdout } = await client([]);
       expect(code, stdout).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as unknown);
-      const summary = RunSummarySchema.parse(lines.pop());
-      const events = lines.map((line) => RunEventSchema.parse(line));
+      const { events, summary } = clientOutput(stdout);
       expect(events[0]?.type).toBe('run.started');
       expect(events.at(-1)).toMatchObject({ type: 'run.finished', status: 'CONVERGED', iterations: 3 });
       expect(
@@ -352,15 +350,7 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
   });
 
   it('the foreign worker connects as `evaluate` and the client as `client`, each with its inbox prefix, and a served run converges', async () => {
-    const generated = await polish([
-      'nats-config',
-      '--dir',
-      join(scratch, 'nats'),
-      '--store-dir',
-      join(scratch, 'jetstream'),
-    ]);
-    expect(generated.code, generated.stderr).toBe(0);
-    const { config, credentials } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+    const { config, credentials } = await writeNatsConfig(join(scratch, 'nats'), join(scratch, 'jetstream'));
     server = await startNatsServer({ storeDir: join(scratch, 'jetstream'), configFile: config });
     const url = server.url;
     const auth = ['--credentials', credentials];
@@ -380,17 +370,12 @@ describe('the same on a NATS with per-role users (polish nats-config)', () => {
 
       const { code, stdout } = await run(auth);
       expect(code, stdout).toBe(0);
-      const lines = stdout
-        .trim()
-        .split('\n')
-        .map((line) => JSON.parse(line) as unknown);
-      const summary = RunSummarySchema.parse(lines.pop());
+      const { events, summary } = clientOutput(stdout);
       expect(summary).toMatchObject({
         status: 'CONVERGED',
         owner: 'interop-secured',
         result: { status: 'CONVERGED', iterations: 3 },
       });
-      const events = lines.map((line) => RunEventSchema.parse(line));
       expect(
         waves(events)
           .filter((answer) => answer.role === 'evaluate')

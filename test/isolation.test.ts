@@ -10,6 +10,7 @@ import { createInProcessDispatcher, runPolish } from '@polish/orchestrator';
 import { RunResultSchema, type Criterion } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish } from './support/cli.js';
+import { writeNatsConfig } from './support/nats.js';
 import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
 import { startFakeModelServer } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
@@ -52,15 +53,7 @@ function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
 }
 
 beforeAll(async () => {
-  const generated = await polish([
-    'nats-config',
-    '--dir',
-    join(scratch, 'nats'),
-    '--store-dir',
-    join(scratch, 'jetstream'),
-  ]);
-  expect(generated.code, generated.stderr).toBe(0);
-  const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+  const { config, credentials: file } = await writeNatsConfig(join(scratch, 'nats'), join(scratch, 'jetstream'));
   credentialsFile = file;
   credentials = JSON.parse(readFileSync(file, 'utf8'));
   // -V: the server logs every message it routes, payloads included: the wire as NATS sees it.
@@ -107,22 +100,12 @@ describe('a run across per-role NATS users (polish nats-config)', () => {
     writeFileSync(artifact, '# Limits\nversion 0 of the rate limit page.\n');
     const criteria = join(scratch, 'criteria.json');
     writeFileSync(criteria, JSON.stringify(CRITERIA));
-    const run = await polish(
-      [
-        'run',
-        artifact,
-        '--goal',
-        'Document the rate limiter.',
-        '--criteria',
-        criteria,
-        '--nats',
-        server.url,
-        '--credentials',
-        credentialsFile,
-        '--json',
-      ],
-      { env: cleanEnvironment() },
-    );
+    // `polish run` on the artifact through the run service, as the orchestrator principal, printing JSON.
+    const runArgs = ['run', artifact, '--goal', 'Document the rate limiter.', '--criteria', criteria];
+    const throughService = ['--nats', server.url, '--credentials', credentialsFile, '--json'];
+    const runThroughService = (extra: string[] = []) =>
+      polish([...runArgs, ...extra, ...throughService], { env: cleanEnvironment() });
+    const run = await runThroughService();
     expect(run.code, run.stderr).toBe(0);
     const result = RunResultSchema.parse(JSON.parse(run.stdout));
     expect([result.status, result.iterations]).toEqual(['CONVERGED', 4]);
@@ -156,24 +139,10 @@ describe('a run across per-role NATS users (polish nats-config)', () => {
     );
     processes.push(laneHost);
     const before = claude.requests.length;
-    const quorum = await polish(
-      [
-        'run',
-        artifact,
-        '--goal',
-        'Document the rate limiter.',
-        '--criteria',
-        criteria,
-        '--evaluators',
-        'anthropic:claude-test,anthropic:claude-test,anthropic:claude-test',
-        '--nats',
-        server.url,
-        '--credentials',
-        credentialsFile,
-        '--json',
-      ],
-      { env: cleanEnvironment() },
-    );
+    const quorum = await runThroughService([
+      '--evaluators',
+      'anthropic:claude-test,anthropic:claude-test,anthropic:claude-test',
+    ]);
     expect(quorum.code, quorum.stderr).toBe(0);
     expect(RunResultSchema.parse(JSON.parse(quorum.stdout)).quorum?.judges).toBe(3);
     const judged = claude.requests

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { natsServerBinary } from '@polish/cli';
 import { polish, POLISH, REPO } from './support/cli.js';
+import { DEMO_TASK_ROLES } from './support/demo.js';
 import { heldScript } from './support/held-script.js';
 import { createNetwork, type Network, type NetnsHost, type NetnsProcess } from './support/netns.js';
 
@@ -375,14 +376,7 @@ describe('hosts on separate network namespaces, linked to the NATS host only by 
         const result = RunResultSchema.parse(JSON.parse(run.stdout()));
         expect([result.status, result.iterations]).toEqual(['CONVERGED', 3]);
         const answers = answersOf(run);
-        expect(answers.map((answer) => answer.role)).toEqual([
-          'criteria',
-          'evaluate',
-          'revise',
-          'evaluate',
-          'revise',
-          'evaluate',
-        ]);
+        expect(answers.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
         // The evaluation in the cut host's hands timed out and was dispatched again, to the other host.
         const retried = answers[1] as Answer;
         expect(retried.dispatches).toBeGreaterThanOrEqual(2);

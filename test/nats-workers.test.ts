@@ -13,25 +13,14 @@ import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agen
 import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
-import { processesTagged, startHost, startPolish, stop } from './support/processes.js';
+import { processesTagged, startHost, startPolish, stop, workerArgs } from './support/processes.js';
+import { DEMO_SPEC, demoRunOnNatsArgs, DEMO_TASK_ROLES, runOutcome } from './support/demo.js';
 
 const demo = 'examples/demo';
-const spec: RunSpecInput = {
-  artifact: readFileSync(`${demo}/artifact.md`, 'utf8'),
-  goal: readFileSync(`${demo}/goal.txt`, 'utf8').trim(),
-};
 const criteria = JSON.parse(readFileSync(`${demo}/criteria.json`, 'utf8'));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-nats-test-'));
 
 const heldScript = () => held(`${demo}/script.yaml`, scratch);
-
-/** What must be equal between a disturbed and an undisturbed run. */
-const outcome = (result: RunResult) => ({
-  status: result.status,
-  iterations: result.iterations,
-  artifact: result.artifact,
-  history: result.history,
-});
 
 describe('agents as single-use worker processes over NATS', () => {
   let nats: NatsFixture;
@@ -41,8 +30,9 @@ describe('agents as single-use worker processes over NATS', () => {
     nats = await startNats();
     // The undisturbed outcome, in process with the same script: the reference for the fault tests.
     const model = createScriptedProvider(loadScriptFile(`${demo}/script.yaml`));
-    undisturbed = await startRun(spec, { dispatcher: createInProcessDispatcher((task) => handleTask(task, model)) })
-      .result;
+    undisturbed = await startRun(DEMO_SPEC, {
+      dispatcher: createInProcessDispatcher((task) => handleTask(task, model)),
+    }).result;
   });
   afterAll(async () => {
     await nats.stop();
@@ -62,18 +52,11 @@ describe('agents as single-use worker processes over NATS', () => {
     // Three per role: with an instant scripted model, tasks come faster than a replacement boots.
     const host = await startHost(nats.server.url, ['--pool', '3', '--script', `${demo}/script.yaml`]);
     try {
-      const { result, answers } = await run(spec);
-      expect(outcome(result)).toEqual(outcome(undisturbed));
+      const { result, answers } = await run(DEMO_SPEC);
+      expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
       expect(result.status).toBe('CONVERGED');
       expect(result.iterations).toBe(3);
-      expect(answers.map((answer) => answer.role)).toEqual([
-        'criteria',
-        'evaluate',
-        'revise',
-        'evaluate',
-        'revise',
-        'evaluate',
-      ]);
+      expect(answers.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
       const pids = answers.map((answer) => answer.worker.pid);
       expect(new Set(pids).size).toBe(pids.length);
       expect(pids).not.toContain(process.pid);
@@ -90,13 +73,13 @@ describe('agents as single-use worker processes over NATS', () => {
     try {
       // Recovery comes from the host's crash notice (the task is handed out again at once), not
       // from its lease running out: the run's events say the task was given back for SIGKILL.
-      const running = run(spec);
+      const running = run(DEMO_SPEC);
       const [, pid] = await host.waitFor(/^worker (\d+) \(evaluate\) took task/);
       process.kill(Number(pid), 'SIGKILL');
       await host.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
       held.release();
       const { result, answers, events } = await running;
-      expect(outcome(result)).toEqual(outcome(undisturbed));
+      expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
       expect(answers.find((answer) => answer.role === 'evaluate')?.attempts).toBe(2);
       expect(
         events
@@ -110,16 +93,12 @@ describe('agents as single-use worker processes over NATS', () => {
   });
 
   it('ends FAILED naming the role when no worker serves it, within the configured wait', async () => {
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'criteria,revise',
-      '--pool',
-      '1',
-      '--script',
-      `${demo}/script.yaml`,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['criteria', 'revise'], pool: 1, script: `${demo}/script.yaml` }),
+    );
     try {
-      const { result, events } = await run({ ...spec, criteria }, { workerWaitMs: 1_000 });
+      const { result, events } = await run({ ...DEMO_SPEC, criteria }, { workerWaitMs: 1_000 });
       // It did wait for workers before giving up (a lower bound only: no timing threshold).
       const started = events.find((event) => event.type === 'wave.started')?.at ?? 0;
       const finished = events.find((event) => event.type === 'run.finished')?.at ?? 0;
@@ -128,7 +107,7 @@ describe('agents as single-use worker processes over NATS', () => {
       if (result.status !== 'FAILED') return;
       expect(result.code).toBe('NO_RESPONDERS');
       expect(result.reason).toBe('no evaluate workers pulled tasks within 1 s (nobody serves polish.v1.task.evaluate)');
-      expect(result.artifact).toBe(spec.artifact);
+      expect(result.artifact).toBe(DEMO_SPEC.artifact);
     } finally {
       await stop(host);
     }
@@ -137,8 +116,8 @@ describe('agents as single-use worker processes over NATS', () => {
   it('with --reuse, one process serves several tasks in turn, never more than N', async () => {
     const host = await startHost(nats.server.url, ['--pool', '1', '--reuse', '2', '--script', `${demo}/script.yaml`]);
     try {
-      const { result, answers } = await run(spec);
-      expect(outcome(result)).toEqual(outcome(undisturbed));
+      const { result, answers } = await run(DEMO_SPEC);
+      expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
       const tasksPerPid = new Map<number, number>();
       for (const answer of answers) tasksPerPid.set(answer.worker.pid, (tasksPerPid.get(answer.worker.pid) ?? 0) + 1);
       expect(Math.max(...tasksPerPid.values())).toBe(2);
@@ -153,7 +132,7 @@ describe('agents as single-use worker processes over NATS', () => {
     const second = await startHost(nats.server.url, ['--pool', '2', '--script', `${demo}/script-stubborn.yaml`]);
     try {
       // 16 tasks (1 + 8 evaluations + 7 revisions): all on one host has odds of about 1 in 30,000.
-      const { result, answers } = await run({ ...spec, cap: 8 });
+      const { result, answers } = await run({ ...DEMO_SPEC, cap: 8 });
       expect(result.status).toBe('CAP_REACHED');
       const pids = answers.map((answer) => answer.worker.pid);
       expect(pids).toHaveLength(16);
@@ -167,7 +146,7 @@ describe('agents as single-use worker processes over NATS', () => {
   it('loses no task when a host is shut down gracefully mid-run', async () => {
     const held = heldScript();
     const draining = await startHost(nats.server.url, ['--pool', '1', '--script', held.script]);
-    const running = run(spec);
+    const running = run(DEMO_SPEC);
     const [, pid, taskId] = await draining.waitFor(/^worker (\d+) \(evaluate\) took task (\S+)/);
     draining.child.kill('SIGTERM');
     await draining.waitFor(/SIGTERM: draining/);
@@ -180,7 +159,7 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(drainedAt).toBeGreaterThan(-1);
       expect(answeredAt).toBeGreaterThan(drainedAt);
       const { result, answers } = await running;
-      expect(outcome(result)).toEqual(outcome(undisturbed));
+      expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
       // The task in hand was answered by the draining worker on its first dispatch: not lost, not redone.
       expect(answers.find((answer) => answer.role === 'evaluate')).toMatchObject({
         attempts: 1,
@@ -208,14 +187,7 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
       const match = /^ {2}(\S+) answered by process (\d+)/.exec(line);
       return match ? [{ role: match[1], pid: Number(match[2]) }] : [];
     });
-    expect(answeredBy.map((answer) => answer.role)).toEqual([
-      'criteria',
-      'evaluate',
-      'revise',
-      'evaluate',
-      'revise',
-      'evaluate',
-    ]);
+    expect(answeredBy.map((answer) => answer.role)).toEqual(DEMO_TASK_ROLES);
     expect(new Set(answeredBy.map((answer) => answer.pid)).size).toBe(answeredBy.length);
     expect(processesTagged(tag)).toEqual([]);
   });
@@ -267,15 +239,7 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
     const nats = await startNats();
     const host = await startHost(nats.server.url, ['--pool', '1', '--script', `${demo}/script.yaml`]);
     try {
-      const remote = startPolish([
-        'run',
-        `${demo}/artifact.md`,
-        '--goal',
-        spec.goal,
-        '--nats',
-        nats.server.url,
-        '--json',
-      ]);
+      const remote = startPolish(demoRunOnNatsArgs(nats.server.url));
       expect(await remote.exited).toEqual({ code: 0, signal: null });
       expect(remote.lines).toContain(`polish: using workers on ${nats.server.url}`);
       expect(remote.lines.join('\n')).not.toContain('started nats-server');

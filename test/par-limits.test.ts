@@ -5,7 +5,7 @@ import { parse } from 'yaml';
 import type { ParCycleMetrics } from '@polish/protocol';
 import { createHash } from 'node:crypto';
 import { canonicalJson } from '@polish/orchestrator';
-import { EXAMPLE, FIXED, change, plan, resume, run, workspace } from './support/par-workspace.js';
+import { EXAMPLE, REVIEWER_FAILS, resume, run, workspace } from './support/par-workspace.js';
 import { schemaErrors } from './support/agent-collab-schemas.js';
 
 // Issue 18: every PAR cycle measures what it used (tokens and cost per role, tasks, child tasks,
@@ -36,11 +36,7 @@ describe('PAR goal slices: waiting on a service', () => {
     // The reviewer has no answer for this task: the par.review worker fails every time.
     const ws = workspace({
       policy: goals(),
-      script: {
-        'par.plan': [{ answer: plan('add the operands') }],
-        'par.act': [{ answer: change(FIXED) }],
-        'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }],
-      },
+      script: REVIEWER_FAILS,
     });
     const first = await run(ws, [], ['--critique', 'review']);
     expect(first.code, first.stderr).toBe(7);

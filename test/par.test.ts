@@ -12,10 +12,13 @@ import {
   BUGGY,
   EXAMPLE,
   FIXED,
+  REVIEWER_FAILS,
   SECRET,
   basePolicy,
   change,
-  env,
+  COMMAND_CRITIQUE,
+  decide,
+  parRunArgs,
   plan,
   resume,
   run,
@@ -164,27 +167,8 @@ describe('polish par', () => {
     // Two copies of the waiting state: one approved, one declined, one tampered with.
     const declined = mkdtempSync(join(tmpdir(), 'polish-par-declined-'));
     cpSync(ws.directory, declined, { recursive: true });
-    const decide = (directory: string, choice: string, keys = { alice: SECRET }) =>
-      polish(
-        [
-          'par',
-          'decide',
-          '--topic',
-          't',
-          '--workspace',
-          directory,
-          '--gate',
-          'H1',
-          choice,
-          '--key-id',
-          'alice',
-          '--rationale',
-          'reviewed the diff',
-        ],
-        { env: env(keys) },
-      );
 
-    expect((await decide(ws.directory, '--approve', { alice: 'the wrong secret' })).code).toBe(2);
+    expect((await decide(ws.directory, '--approve', { keys: { alice: 'the wrong secret' } })).code).toBe(2);
     expect(ws.checkpoint().decisions).toHaveLength(0);
     const approved = await decide(ws.directory, '--approve');
     expect(approved.code, approved.stderr).toBe(0);
@@ -272,26 +256,14 @@ describe('polish par', () => {
     // The second cycle's action is held until the test says so: the run is interrupted while it waits.
     script['par.act'][1].hold_until_file = release;
     const ws = workspace({ script });
-    const running = startPolish([
-      'par',
-      'run',
-      '--topic',
-      't',
-      '--workspace',
-      ws.directory,
-      '--goal',
-      'g',
-      '--acceptance',
-      'node test.js passes',
-      '--critique',
-      'command',
-      '--command',
-      'node test.js',
-      '--policy',
-      'policy.json',
-      '--script',
-      ws.script,
-    ]);
+    const running = startPolish(
+      parRunArgs({
+        directory: ws.directory,
+        goal: 'g',
+        critique: COMMAND_CRITIQUE,
+        script: ws.script,
+      }),
+    );
     await running.waitFor(/^par: plan: add the operands/);
     running.child.kill('SIGINT');
     expect((await running.exited).code).toBe(3);
@@ -307,11 +279,7 @@ describe('polish par', () => {
   it('an infrastructure error ends the cycle as error (exit 7), and is not permission to retry', async () => {
     // The reviewer has no answer for this task: the par.review worker fails, so the critique is missing.
     const ws = workspace({
-      script: {
-        'par.plan': [{ answer: plan('add the operands') }],
-        'par.act': [{ answer: change(FIXED) }],
-        'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }],
-      },
+      script: REVIEWER_FAILS,
     });
     const outcome = await run(ws, [], ['--critique', 'review']);
     expect(outcome.code, outcome.stderr).toBe(7);
@@ -334,47 +302,13 @@ describe('polish par', () => {
     const ws = workspace({ keyHashes, limits: { checkpoint_transcript_bytes: 1000, max_transcript_bytes: 1_000_000 } });
     // Cycle 1 hands back at a checkpoint (transcript growth): nothing asks a human yet.
     expect((await run(ws, ['--human-gate', 'a maintainer accepts the change'])).code).toBe(3);
-    const early = await polish(
-      [
-        'par',
-        'decide',
-        '--topic',
-        't',
-        '--workspace',
-        ws.directory,
-        '--gate',
-        'H1',
-        '--approve',
-        '--key-id',
-        'alice',
-        '--rationale',
-        'too early',
-      ],
-      { env: env({ alice: SECRET }) },
-    );
+    const early = await decide(ws.directory, '--approve', { rationale: 'too early' });
     expect(early.code).toBe(2);
     expect(early.stderr).toContain('is not waiting for a human decision');
     expect(ws.checkpoint().decisions).toHaveLength(0);
     // Cycle 2 passes the command and waits; the human asks for a revision.
     expect((await resume(ws)).code).toBe(5);
-    const revise = await polish(
-      [
-        'par',
-        'decide',
-        '--topic',
-        't',
-        '--workspace',
-        ws.directory,
-        '--gate',
-        'H1',
-        '--revise',
-        '--key-id',
-        'alice',
-        '--rationale',
-        'rename add',
-      ],
-      { env: env({ alice: SECRET }) },
-    );
+    const revise = await decide(ws.directory, '--revise', { rationale: 'rename add' });
     expect(revise.code, revise.stderr).toBe(0);
     const stopped = await resume(ws);
     expect(stopped.code).toBe(4);
@@ -453,22 +387,9 @@ describe('polish par', () => {
   it('refuses bad input with one line naming the problem, and writes nothing', async () => {
     const ws = workspace();
     const parRun = (critique: string, policy: string) =>
-      polish([
-        'par',
-        'run',
-        '--topic',
-        't',
-        '--workspace',
-        ws.directory,
-        '--goal',
-        'g',
-        '--acceptance',
-        'a',
-        '--critique',
-        critique,
-        '--policy',
-        policy,
-      ]);
+      polish(
+        parRunArgs({ directory: ws.directory, goal: 'g', acceptance: 'a', critique: ['--critique', critique], policy }),
+      );
     const noCommand = await parRun('command', 'policy.json');
     expect(noCommand.code).toBe(2);
     expect(noCommand.stderr).toMatch(/invalid input: command: required with --critique command/);

@@ -16,7 +16,7 @@ import {
   type NatsConnection,
 } from '@nats-io/transport-node';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
-import { polish } from './support/cli.js';
+import { writeNatsConfig } from './support/nats.js';
 import { PRINCIPALS, PUBLISH, SUBSCRIBE, type Principal } from './support/permission-table.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-permissions-'));
@@ -96,22 +96,29 @@ async function maySubscribe(principal: Principal, subject: string): Promise<bool
   return !refused;
 }
 
+/** Where the server departs from the table for a principal: each subject it refused or allowed against the table. */
+async function departures(
+  principal: Principal,
+  table: [subject: string, allowed: readonly Principal[]][],
+  may: (principal: Principal, subject: string) => Promise<boolean>,
+  operation: string,
+): Promise<string[]> {
+  const wrong: string[] = [];
+  for (const [subject, allowed] of table) {
+    const expected = allowed.includes(principal);
+    if ((await may(principal, subject)) !== expected)
+      wrong.push(`${expected ? 'refused' : 'allowed'} ${operation} ${subject}`);
+  }
+  return wrong;
+}
+
 describe.each(CONFIGURATIONS)(
   'per-role NATS permissions with $name: the whole table, tried on the server',
   ({ name, flags }) => {
     const folder = join(scratch, name.replace(/\W+/g, '-'));
 
     beforeAll(async () => {
-      const generated = await polish([
-        'nats-config',
-        '--dir',
-        join(folder, 'nats'),
-        '--store-dir',
-        join(folder, 'js'),
-        ...flags,
-      ]);
-      expect(generated.code, generated.stderr).toBe(0);
-      const { config, credentials: file } = JSON.parse(generated.stdout) as { config: string; credentials: string };
+      const { config, credentials: file } = await writeNatsConfig(join(folder, 'nats'), join(folder, 'js'), flags);
       credentials = JSON.parse(readFileSync(file, 'utf8'));
       base = dirname(file);
       server = await startNatsServer({ storeDir: join(folder, 'js'), configFile: config });
@@ -126,22 +133,12 @@ describe.each(CONFIGURATIONS)(
     });
 
     it.each(PRINCIPALS)('%s publishes exactly what the table allows', async (principal) => {
-      const wrong: string[] = [];
-      for (const [subject, allowed] of PUBLISH) {
-        const expected = allowed.includes(principal);
-        if ((await mayPublish(principal, subject)) !== expected)
-          wrong.push(`${expected ? 'refused' : 'allowed'} publish to ${subject}`);
-      }
+      const wrong = await departures(principal, PUBLISH, mayPublish, 'publish to');
       expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
     });
 
     it.each(PRINCIPALS)('%s subscribes exactly where the table allows', async (principal) => {
-      const wrong: string[] = [];
-      for (const [subject, allowed] of SUBSCRIBE) {
-        const expected = allowed.includes(principal);
-        if ((await maySubscribe(principal, subject)) !== expected)
-          wrong.push(`${expected ? 'refused' : 'allowed'} subscription to ${subject}`);
-      }
+      const wrong = await departures(principal, SUBSCRIBE, maySubscribe, 'subscription to');
       expect(wrong, `${principal}: ${wrong.join('; ')}`).toEqual([]);
     });
   },

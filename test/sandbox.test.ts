@@ -7,7 +7,7 @@ import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { polish } from './support/cli.js';
-import { workspace } from './support/par-workspace.js';
+import { parRunArgs, workspace } from './support/par-workspace.js';
 
 const token = `polish-probe-${Math.random().toString(36).slice(2)}`;
 const secrets = {
@@ -51,26 +51,11 @@ describe('a critique command cannot reach the secrets around it (polish par run,
     );
     // The CLI holds every secret in its environment, as the attacker found it; its host and worker inherit it.
     const outcome = await polish(
-      [
-        'par',
-        'run',
-        '--topic',
-        't',
-        '--workspace',
-        ws.directory,
-        '--goal',
-        'make add() add',
-        '--acceptance',
-        'node test.js passes',
-        '--critique',
-        'command',
-        '--command',
-        'sh probe.sh',
-        '--policy',
-        'policy.json',
-        '--script',
-        ws.script,
-      ],
+      parRunArgs({
+        directory: ws.directory,
+        critique: ['--critique', 'command', '--command', 'sh probe.sh'],
+        script: ws.script,
+      }),
       { env: { ...process.env, ...secrets } },
     );
     expect(outcome.stderr).toContain('par: command critique: `sh probe.sh` exit 1');

@@ -11,7 +11,7 @@ import { createRunClient, type RunClient } from '@polish/orchestrator';
 import { eventsSubject, type RunEvent } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { polish } from './support/cli.js';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
 
 const demo = 'examples/demo';
 const scratch = mkdtempSync(join(tmpdir(), 'polish-queue-'));
@@ -144,16 +144,10 @@ describe('task queues: a busy swarm waits for workers instead of failing', () =>
 
   it('busy workers: the task waits, progress says it is queued, and nothing fails while the worker wait passes', async () => {
     const release = join(scratch, `release-${randomUUID()}`);
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'evaluate',
-      '--pool',
-      '1',
-      '--max-workers',
-      '1',
-      '--script',
-      passingScript({ release }),
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['evaluate'], pool: 1, maxWorkers: 1, script: passingScript({ release }) }),
+    );
     const run = (n: number) => {
       const path = join(scratch, `artifact-${n}-${randomUUID()}.md`);
       writeFileSync(path, artifact(n));
@@ -199,16 +193,10 @@ describe('task queues: a busy swarm waits for workers instead of failing', () =>
   it('kill -9 the orchestrator while 50 tasks are queued; restarted, it ends every run and runs no finished wave twice', async () => {
     const release = join(scratch, `release-${randomUUID()}`);
     const script = passingScript({ release });
-    const host = await startHost(nats.server.url, [
-      '--roles',
-      'evaluate',
-      '--pool',
-      '1',
-      '--max-workers',
-      '1',
-      '--script',
-      script,
-    ]);
+    const host = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['evaluate'], pool: 1, maxWorkers: 1, script: script }),
+    );
     const first = await startServe(nats.server.url, 'restarted');
     const follow = followEvents(nats);
     let second: WatchedProcess | undefined;

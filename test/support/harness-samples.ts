@@ -15,6 +15,16 @@ export function authorized<T extends Record<string, unknown>>(record: T) {
   return { ...record, authorization: { scheme: 'hmac-sha256', key_id: 'owner', signature } };
 }
 
+/** The limits the policy and the portable policy name alike, with the same values in both samples. */
+const LIMITS_NAMED_ALIKE = {
+  checkpoint_transcript_bytes: 100,
+  max_transcript_bytes: 200,
+  max_same_failure_retries: 2,
+  max_no_evidence_cycles: 2,
+  max_children_per_parent: 4,
+  max_concurrency: 2,
+};
+
 /** `policy(**limit_overrides)`. */
 export function policy(limits: Record<string, number> = {}) {
   return {
@@ -24,12 +34,7 @@ export function policy(limits: Record<string, number> = {}) {
       max_cycles: 3,
       max_tool_calls: 10,
       max_elapsed_seconds: 60,
-      checkpoint_transcript_bytes: 100,
-      max_transcript_bytes: 200,
-      max_same_failure_retries: 2,
-      max_no_evidence_cycles: 2,
-      max_children_per_parent: 4,
-      max_concurrency: 2,
+      ...LIMITS_NAMED_ALIKE,
       max_task_packet_tokens: 500,
       max_parent_summary_tokens: 100,
       max_memory_digest_tokens: 100,
@@ -47,12 +52,7 @@ export const portablePolicy = () => ({
     max_plan_act_reflect_cycles: 3,
     max_tool_calls: 10,
     max_wall_time_seconds: 60,
-    checkpoint_transcript_bytes: 100,
-    max_transcript_bytes: 200,
-    max_same_failure_retries: 2,
-    max_no_evidence_cycles: 2,
-    max_children_per_parent: 4,
-    max_concurrency: 2,
+    ...LIMITS_NAMED_ALIKE,
   },
   context: { task_packet_tokens: 500, parent_summary_tokens: 100, memory_digest_tokens: 100, child_result_words: 50 },
   terminal_states: ['completed', 'blocked', 'budget_exhausted', 'error', 'cancelled'],

@@ -1,8 +1,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { expect } from 'vitest';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
+import { polish } from './cli.js';
 
 /** A real nats-server on a free loopback port, for one test file. */
 export interface NatsFixture {
@@ -32,4 +34,15 @@ export async function startNats(options: { trace?: boolean } = {}): Promise<Nats
       rmSync(storeDir, { recursive: true, force: true });
     },
   };
+}
+
+/** Runs `polish nats-config` (per-role users) into `directory`, the server storing in `storeDir`; its files. */
+export async function writeNatsConfig(
+  directory: string,
+  storeDir: string,
+  flags: string[] = [],
+): Promise<{ config: string; credentials: string }> {
+  const generated = await polish(['nats-config', '--dir', directory, '--store-dir', storeDir, ...flags]);
+  expect(generated.code, generated.stderr).toBe(0);
+  return JSON.parse(generated.stdout) as { config: string; credentials: string };
 }

@@ -19,6 +19,12 @@ export const change = (content: string, passed = true) => ({
   self_assessment: { passed, notes: 'done' },
 });
 export const plan = (summary: string) => ({ plan_summary: summary, action: summary });
+/** A script whose reviewer has no answer for the task: every `--critique review` fails as an infrastructure error. */
+export const REVIEWER_FAILS = {
+  'par.plan': [{ answer: plan('add the operands') }],
+  'par.act': [{ answer: change(FIXED) }],
+  'par.review': [{ when: { artifact_contains: 'never' }, answer: {} }],
+};
 
 /** A workspace with the sample project, a policy, and a script for the agent. */
 export function workspace(
@@ -61,34 +67,43 @@ export const env = (keys?: Record<string, string>) => ({
   ...(keys ? { AGENT_COLLAB_HUMAN_KEYS_JSON: JSON.stringify(keys) } : {}),
 });
 
-export function run(
-  ws: Workspace,
-  extra: string[] = [],
-  critique: string[] = ['--critique', 'command', '--command', 'node test.js'],
-  topic = 't',
-) {
-  return polish(
-    [
-      'par',
-      'run',
-      '--topic',
-      topic,
-      '--workspace',
-      ws.directory,
-      '--goal',
-      'make add() add',
-      '--acceptance',
-      'node test.js passes',
-      ...critique,
-      '--policy',
-      'policy.json',
-      '--script',
-      ws.script,
-      '--json',
-      ...extra,
-    ],
-    { env: env({ alice: SECRET }) },
-  );
+/** The arguments of `polish par run` on a workspace; `critique` is its `--critique …` part. */
+export function parRunArgs(options: {
+  directory: string;
+  critique: string[];
+  topic?: string;
+  goal?: string;
+  acceptance?: string;
+  policy?: string;
+  /** The scripted agent's script; without it, the run uses the configured models. */
+  script?: string;
+}): string[] {
+  return [
+    'par',
+    'run',
+    '--topic',
+    options.topic ?? 't',
+    '--workspace',
+    options.directory,
+    '--goal',
+    options.goal ?? 'make add() add',
+    '--acceptance',
+    options.acceptance ?? 'node test.js passes',
+    ...options.critique,
+    '--policy',
+    options.policy ?? 'policy.json',
+    ...(options.script === undefined ? [] : ['--script', options.script]),
+  ];
+}
+
+/** `--critique command` running the sample project's test. */
+export const COMMAND_CRITIQUE = ['--critique', 'command', '--command', 'node test.js'];
+
+/** `polish par run` on a workspace with its script, as alice's approver keys allow, printing JSON. */
+export function run(ws: Workspace, extra: string[] = [], critique: string[] = COMMAND_CRITIQUE, topic = 't') {
+  return polish([...parRunArgs({ directory: ws.directory, critique, topic, script: ws.script }), '--json', ...extra], {
+    env: env({ alice: SECRET }),
+  });
 }
 export const resume = (ws: Workspace, keys: Record<string, string> = { alice: SECRET }, topic = 't') =>
   polish(['par', 'resume', '--topic', topic, '--workspace', ws.directory, '--script', ws.script, '--json'], {
@@ -99,7 +114,7 @@ export const resume = (ws: Workspace, keys: Record<string, string> = { alice: SE
 export const decide = (
   directory: string,
   choice: '--approve' | '--decline' | '--revise',
-  options: { gate?: string; topic?: string; keys?: Record<string, string> } = {},
+  options: { gate?: string; topic?: string; keys?: Record<string, string>; rationale?: string } = {},
 ) =>
   polish(
     [
@@ -115,7 +130,7 @@ export const decide = (
       '--key-id',
       'alice',
       '--rationale',
-      'reviewed the diff',
+      options.rationale ?? 'reviewed the diff',
     ],
     { env: env(options.keys ?? { alice: SECRET }) },
   );

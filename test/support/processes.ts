@@ -105,6 +105,25 @@ export function startPolish(args: string[], env: NodeJS.ProcessEnv = {}): Watche
   return watchProcess(child, { describe: `polish ${args[0] ?? ''}` });
 }
 
+/** The arguments of `polish worker` for a scripted host: its roles (default: all), pool per role, reuse and cap. */
+export function workerArgs(options: {
+  script: string;
+  roles?: string[];
+  pool?: number;
+  reuse?: number;
+  maxWorkers?: number;
+}): string[] {
+  const flag = (name: string, value: string | number | undefined) => (value === undefined ? [] : [name, String(value)]);
+  return [
+    ...flag('--roles', options.roles?.join(',')),
+    ...flag('--pool', options.pool),
+    ...flag('--reuse', options.reuse),
+    ...flag('--max-workers', options.maxWorkers),
+    '--script',
+    options.script,
+  ];
+}
+
 /** Starts `polish worker` and waits until all its pools are ready. */
 export async function startHost(
   natsUrl: string,

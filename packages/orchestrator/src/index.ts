@@ -1,10 +1,12 @@
-// @polish/orchestrator: the public API, by capability. Everything else is internal.
+// @polish/orchestrator: the public API, by capability: what the CLI, the inspector, the examples,
+// bench/ and test/ use. Everything else (the quorum rule, the goal engine's steps and failure
+// records, signing) is internal: the package's own tests import it by module path.
 
 // The polish loop (DESIGN §1): the machine, its one run driver, and the verdict rule.
 export { polishMachine, type PolishContext, type PolishInput } from './polish/polish-machine.js';
 export { startPolish, runPolish, type RunPolishOptions, type PolishRun } from './polish/run-polish.js';
-export { computeVerdict, decide } from './polish/verdict.js';
-export { resolveBudget, worstCase, costOf, type BudgetPlan } from './polish/budget.js';
+export { computeVerdict } from './polish/verdict.js';
+export { resolveBudget, worstCase, type BudgetPlan } from './polish/budget.js';
 
 // Dispatch: how a task reaches a worker (in this process, or over NATS).
 export type {
@@ -34,13 +36,12 @@ export { coordPaths, readTaskFile, readJsonFile } from './par/coord-files.js';
 export { checkGitWorkspace } from './par/git-workspace.js';
 
 // The PAR policy engine (agent-collab-harness compatible): v1 files and v2 goal slices.
-export { evaluatePolicy, evaluateDocuments } from './par/evaluate-policy.js';
+export { evaluatePolicy } from './par/evaluate-policy.js';
 export { validatePolicy, checkCheckpoint, failClosed, policyHash, isVersionTwo } from './par/policy-engine.js';
-export { validateGoalPolicy, validateGoalCheckpoint, evaluateGoal, refreshTotals } from './par/goal-engine.js';
-export { newGoal, advanceCheckpoint, migrateGoal } from './par/goal-slices.js';
-export { recordFailure, permitCorrectedAttempt, type FailureInput } from './par/goal-failures.js';
-export { advanceGoalFile, createGoalFile, readGoalFile } from './par/checkpoint-store.js';
-export { humanKeysFrom, signHumanRecord } from './par/human-records.js';
+export { validateGoalPolicy, validateGoalCheckpoint } from './par/goal-engine.js';
+export { migrateGoal } from './par/goal-slices.js';
+export { advanceGoalFile, createGoalFile } from './par/checkpoint-store.js';
+export { humanKeysFrom } from './par/human-records.js';
 export { parseStrictJson } from './par/strict-json.js';
 export { canonicalJson, prettySortedJson } from './par/canonical-json.js';
 

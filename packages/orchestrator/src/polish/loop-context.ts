@@ -45,6 +45,29 @@ export interface PolishContext {
   regressions: Regression[];
 }
 
+/** The context a new run starts from: the input artifact, no history, nothing spent. */
+export function initialContext(spec: RunSpec, budget: BudgetPlan | null = null): PolishContext {
+  return {
+    spec,
+    criteria: spec.criteria ?? null,
+    criteriaExtracted: false,
+    artifact: spec.artifact,
+    iteration: 0,
+    history: [],
+    usage: ZERO_USAGE,
+    usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
+    usageByModel: {},
+    models: [],
+    failure: null,
+    budget,
+    budgetStop: null,
+    pending: null,
+    revisedFrom: null,
+    reAsked: [],
+    regressions: [],
+  };
+}
+
 /** The record of an iteration. */
 export function recordOf(context: PolishContext, iteration: number): IterationRecord {
   const record = context.history.find((entry) => entry.iteration === iteration);

@@ -1,7 +1,6 @@
 import { assign, emit, fromPromise, setup } from 'xstate';
 import {
   PolishError,
-  ZERO_USAGE,
   addUsage,
   requiredPasses,
   type Criterion,
@@ -16,6 +15,7 @@ import {
   evaluatePayload,
   evaluated,
   failed,
+  initialContext,
   lastRecord,
   reAskUpdates,
   revisePayload,
@@ -100,25 +100,7 @@ export const polishMachine = setup({
   context: ({ input }) =>
     input.resume
       ? { ...input.resume, budgetStop: null, spec: input.spec, failure: null }
-      : {
-          spec: input.spec,
-          criteria: input.spec.criteria ?? null,
-          criteriaExtracted: false,
-          artifact: input.spec.artifact,
-          iteration: 0,
-          history: [],
-          usage: ZERO_USAGE,
-          usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
-          usageByModel: {},
-          models: [],
-          failure: null,
-          budget: input.budget ?? null,
-          budgetStop: null,
-          pending: null,
-          revisedFrom: null,
-          reAsked: [],
-          regressions: [],
-        },
+      : initialContext(input.spec, input.budget ?? null),
   initial: 'starting',
   on: {
     CANCEL: {

@@ -4,7 +4,7 @@
 import { describe, expect, it } from 'vitest';
 import { RunSpecSchema, ZERO_USAGE, type IterationRecord } from '@polish/protocol';
 import { resolveBudget } from './budget.js';
-import type { PolishContext } from './loop-context.js';
+import { initialContext, type PolishContext } from './loop-context.js';
 import { toRunResult } from './run-result.js';
 import { computeVerdict } from './verdict.js';
 
@@ -26,23 +26,7 @@ const evaluated = (iteration: number, passes: boolean[]): IterationRecord =>
   });
 
 const context = (overrides: Partial<PolishContext> = {}): PolishContext => ({
-  spec,
-  criteria,
-  criteriaExtracted: false,
-  artifact: 'input',
-  iteration: 0,
-  history: [],
-  usage: ZERO_USAGE,
-  usageByWave: { criteria: ZERO_USAGE, evaluate: ZERO_USAGE, revise: ZERO_USAGE },
-  usageByModel: {},
-  models: [],
-  failure: null,
-  budget: null,
-  budgetStop: null,
-  pending: null,
-  revisedFrom: null,
-  reAsked: [],
-  regressions: [],
+  ...initialContext(spec),
   ...overrides,
 });
 // Version 2 passes the most; version 3 is the latest.

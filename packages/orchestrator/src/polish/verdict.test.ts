@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { ZERO_USAGE, type IterationRecord } from '@polish/protocol';
+import { ZERO_USAGE, type IterationRecord, type Score } from '@polish/protocol';
 import { bestVersion, computeVerdict, decide, regressionsBetween } from './verdict.js';
 
 const criteria = [
@@ -7,6 +7,14 @@ const criteria = [
   { id: 'C2', text: 'two' },
   { id: 'C3', text: 'three' },
 ];
+const two = criteria.slice(0, 2);
+const model = { provider: 'scripted', model: 'j', scripted: true };
+
+/** The verdict on iteration 1 of artifact 'a' under pass_all, against the first two criteria unless told. */
+const verdictOn = (input: Partial<Parameters<typeof computeVerdict>[0]>) =>
+  computeVerdict({ iteration: 1, artifact: 'a', criteria: two, threshold: 'pass_all', ...input });
+/** One judge's answer in a quorum. */
+const judge = (id: number, scores: Score[]) => ({ judge: id, model, scores });
 
 describe('computeVerdict', () => {
   const scores = [
@@ -16,7 +24,7 @@ describe('computeVerdict', () => {
   ];
 
   it('computes passes and blocking gaps in the locked order, whatever order the scores came in', () => {
-    const record = computeVerdict({ iteration: 1, artifact: 'a', criteria, scores, threshold: 'pass_all' });
+    const record = verdictOn({ criteria, scores });
     expect(record.passed).toBe(1);
     expect(record.total).toBe(3);
     expect(record.overall).toBe('fail');
@@ -29,7 +37,7 @@ describe('computeVerdict', () => {
     ['pass_2', 'fail'],
     ['pass_all', 'fail'],
   ] as const)('with %s one pass of three is %s', (threshold, overall) => {
-    expect(computeVerdict({ iteration: 1, artifact: 'a', criteria, scores, threshold }).overall).toBe(overall);
+    expect(verdictOn({ criteria, scores, threshold }).overall).toBe(overall);
   });
 });
 
@@ -80,17 +88,7 @@ describe('quorum', () => {
   });
 
   it('combines judges: each criterion by the rule, a pass quoting a passing judge, a fail with the failing judges’ gaps', () => {
-    const model = { provider: 'scripted', model: 'j', scripted: true };
-    const judge = (id: number, scores: { criterion_id: string; pass: boolean; gap?: string; evidence?: string }[]) => ({
-      judge: id,
-      model,
-      scores,
-    });
-    const record = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: criteria.slice(0, 2),
-      threshold: 'pass_all',
+    const record = verdictOn({
       rule: 'majority',
       judges: [
         judge(1, [
@@ -121,11 +119,8 @@ describe('quorum', () => {
 
 describe('regressionsBetween', () => {
   const record = (passes: boolean[]): IterationRecord =>
-    computeVerdict({
-      iteration: 1,
-      artifact: 'a',
+    verdictOn({
       criteria,
-      threshold: 'pass_all',
       scores: passes.map((pass, index) =>
         pass ? { criterion_id: `C${index + 1}`, pass } : { criterion_id: `C${index + 1}`, pass, gap: 'g' },
       ),
@@ -139,36 +134,21 @@ describe('regressionsBetween', () => {
 
 // Issue 22: what the mutation run found unchecked in computeVerdict.
 describe('computeVerdict, the remaining rules', () => {
-  const model = { provider: 'scripted', model: 'j', scripted: true };
-  const two = criteria.slice(0, 2);
-
   it('refuses scores that miss a locked criterion, naming it', () => {
     expect(() =>
-      computeVerdict({
-        iteration: 1,
-        artifact: 'a',
-        criteria: two,
-        threshold: 'pass_all',
+      verdictOn({
         scores: [{ criterion_id: 'C1', pass: true }],
       }),
     ).toThrow('criterion C2 is not scored');
   });
 
   it('one judge given as a judgement is no quorum: no verdicts, no agreement, its scores as they are', () => {
-    const record = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: two,
-      threshold: 'pass_all',
+    const record = verdictOn({
       judges: [
-        {
-          judge: 1,
-          model,
-          scores: [
-            { criterion_id: 'C2', pass: false, gap: 'g' },
-            { criterion_id: 'C1', pass: true },
-          ],
-        },
+        judge(1, [
+          { criterion_id: 'C2', pass: false, gap: 'g' },
+          { criterion_id: 'C1', pass: true },
+        ]),
       ],
     });
     expect(record).not.toHaveProperty('verdicts');
@@ -178,36 +158,20 @@ describe('computeVerdict, the remaining rules', () => {
   });
 
   it('combines: a pass quotes the first passing judge that quoted; gaps are trimmed, distinct, blank ones left out; the rule defaults to majority', () => {
-    const record = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: two,
-      threshold: 'pass_all',
+    const record = verdictOn({
       judges: [
-        {
-          judge: 1,
-          model,
-          scores: [
-            { criterion_id: 'C1', pass: false, gap: 'a failing judge’s words', evidence: 'not a pass' },
-            { criterion_id: 'C2', pass: false, gap: ' same gap ' },
-          ],
-        },
-        {
-          judge: 2,
-          model,
-          scores: [
-            { criterion_id: 'C1', pass: true },
-            { criterion_id: 'C2', pass: false, gap: 'same gap' },
-          ],
-        },
-        {
-          judge: 3,
-          model,
-          scores: [
-            { criterion_id: 'C1', pass: true, evidence: 'the quote' },
-            { criterion_id: 'C2', pass: false, gap: '  ' },
-          ],
-        },
+        judge(1, [
+          { criterion_id: 'C1', pass: false, gap: 'a failing judge’s words', evidence: 'not a pass' },
+          { criterion_id: 'C2', pass: false, gap: ' same gap ' },
+        ]),
+        judge(2, [
+          { criterion_id: 'C1', pass: true },
+          { criterion_id: 'C2', pass: false, gap: 'same gap' },
+        ]),
+        judge(3, [
+          { criterion_id: 'C1', pass: true, evidence: 'the quote' },
+          { criterion_id: 'C2', pass: false, gap: '  ' },
+        ]),
       ],
     });
     expect(record.verdicts).toEqual({ C1: 'pass', C2: 'fail' });
@@ -218,21 +182,15 @@ describe('computeVerdict, the remaining rules', () => {
   });
 
   it('a pass no passing judge quoted carries no evidence; a fail whose judges gave no gap has an empty one', () => {
-    const record = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: two,
-      threshold: 'pass_all',
+    const record = verdictOn({
       rule: 'unanimous',
       usage: { ...ZERO_USAGE, model_calls: 2 },
-      judges: [1, 2].map((judge) => ({
-        judge,
-        model,
-        scores: [
+      judges: [1, 2].map((id) =>
+        judge(id, [
           { criterion_id: 'C1', pass: true },
           { criterion_id: 'C2', pass: false },
-        ],
-      })),
+        ]),
+      ),
     });
     expect(record.scores).toEqual([
       { criterion_id: 'C1', pass: true },
@@ -243,40 +201,22 @@ describe('computeVerdict, the remaining rules', () => {
   });
 
   it('a failing criterion takes its gaps from failing judges only; no scores at all is refused; a fail without gap is a blank blocking gap', () => {
-    const record = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: two,
-      threshold: 'pass_all',
+    const record = verdictOn({
       rule: 'unanimous',
       judges: [
-        {
-          judge: 1,
-          model,
-          scores: [
-            { criterion_id: 'C1', pass: true, gap: 'a passing judge’s aside' },
-            { criterion_id: 'C2', pass: true },
-          ],
-        },
-        {
-          judge: 2,
-          model,
-          scores: [
-            { criterion_id: 'C1', pass: false, gap: 'the real gap' },
-            { criterion_id: 'C2', pass: true },
-          ],
-        },
+        judge(1, [
+          { criterion_id: 'C1', pass: true, gap: 'a passing judge’s aside' },
+          { criterion_id: 'C2', pass: true },
+        ]),
+        judge(2, [
+          { criterion_id: 'C1', pass: false, gap: 'the real gap' },
+          { criterion_id: 'C2', pass: true },
+        ]),
       ],
     });
     expect(record.scores[0]).toEqual({ criterion_id: 'C1', pass: false, gap: 'the real gap' });
-    expect(() => computeVerdict({ iteration: 1, artifact: 'a', criteria: two, threshold: 'pass_all' })).toThrow(
-      'criterion C1 is not scored',
-    );
-    const single = computeVerdict({
-      iteration: 1,
-      artifact: 'a',
-      criteria: two,
-      threshold: 'pass_all',
+    expect(() => verdictOn({})).toThrow('criterion C1 is not scored');
+    const single = verdictOn({
       scores: [
         { criterion_id: 'C1', pass: true },
         { criterion_id: 'C2', pass: false },

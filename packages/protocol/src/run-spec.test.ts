@@ -46,6 +46,10 @@ describe('RunSpecSchema', () => {
       'judge_models: names 1 models for 2 judges: give one per judge',
     ],
     [{ ...base, judge_models: [' '] }, 'judge_models.0: gives no lane name: use provider:model'],
+    [
+      { ...base, judges: 2, judge_models: ['openai:gpt-5.1', 'openai:gpt-5_1'] },
+      'judge_models: "openai:gpt-5.1" and "openai:gpt-5_1" would share the lane openai_gpt-5_1: name the models so that they differ in letters, digits, "-" or "_"',
+    ],
   ])('rejects %j with "%s"', (spec, message) => {
     expect(firstIssue(RunSpecSchema.safeParse(spec))).toBe(message);
   });
@@ -53,6 +57,10 @@ describe('RunSpecSchema', () => {
   it("accepts one model per judge, each giving its lane's name", () => {
     expect(
       RunSpecSchema.safeParse({ ...base, judges: 2, judge_models: ['anthropic:claude-a', 'openai:gpt-5.1'] }).success,
+    ).toBe(true);
+    // The same model twice (two judges of one model) shares its lane by design.
+    expect(
+      RunSpecSchema.safeParse({ ...base, judges: 2, judge_models: ['openai:gpt-5.1', ' openai:gpt-5.1'] }).success,
     ).toBe(true);
   });
 

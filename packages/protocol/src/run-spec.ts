@@ -75,6 +75,20 @@ export const RunSpecSchema = z
         path: ['judge_models'],
         message: `names ${spec.judge_models.length} models for ${spec.judges} judge${spec.judges === 1 ? '' : 's'}: give one per judge`,
       });
+    // Two models whose names differ only where a lane name cannot hold the character would
+    // share a lane, and one model's workers would judge for the other.
+    const laneModels = new Map<string, string>();
+    for (const model of spec.judge_models ?? []) {
+      const lane = laneOf(model);
+      const other = lane === undefined ? undefined : laneModels.get(lane);
+      if (lane !== undefined && other !== undefined && other !== model.trim())
+        ctx.addIssue({
+          code: 'custom',
+          path: ['judge_models'],
+          message: `"${other}" and "${model.trim()}" would share the lane ${lane}: name the models so that they differ in letters, digits, "-" or "_"`,
+        });
+      else if (lane !== undefined) laneModels.set(lane, model.trim());
+    }
     const declared = spec.models?.evaluate?.length;
     if (declared !== undefined && declared !== 1 && declared !== spec.judges)
       ctx.addIssue({

@@ -1,23 +1,15 @@
-import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { polish } from './support/cli.js';
-import { FIRST, FIXED, JUDGING_CRITERIA, STATUS, lenientScores, strictScores } from './support/judging-scenario.js';
+import { FIRST, FIXED, STATUS, lenientScores, judgingFiles, strictScores } from './support/judging-scenario.js';
 import { closedInFull, closingEdits, longArtifact, LONG_CRITERIA, longScores } from './support/long-artifact.js';
 
 // `polish run` with judges, evidence, budgets and edit-form revisions: the real CLI, an
 // embedded nats-server and single-use worker processes (each judge its own, with its own model).
 
-const scratch = mkdtempSync(join(tmpdir(), 'polish-judging-cli-'));
-const file = (name: string, content: unknown) => {
-  const path = join(scratch, name);
-  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
-  return path;
-};
-const artifact = file('limits.md', FIRST);
-const criteria = file('criteria.json', JUDGING_CRITERIA);
+const { scratch, file, artifact, criteria } = judgingFiles('polish-judging-cli-');
 // Scripted judges: each answers every version the same way it would be judged in judging.test.ts.
 const judgeScript = (name: string, scores: (artifact: string) => unknown) =>
   file(`${name}.json`, {
@@ -25,6 +17,19 @@ const judgeScript = (name: string, scores: (artifact: string) => unknown) =>
     evaluate: [{ when: { artifact_contains: STATUS }, answer: scores(FIXED) }, { answer: scores(FIRST) }],
   });
 const reviser = file('reviser.json', { name: 'reviser', revise: [{ answer: { artifact: FIXED } }] });
+/** `polish run` of the rate-limit page with the scripted reviser, and these flags. */
+const runLimits = (flags: string[]) =>
+  polish([
+    'run',
+    artifact,
+    '--goal',
+    'Document the rate limiter.',
+    '--criteria',
+    criteria,
+    '--script',
+    reviser,
+    ...flags,
+  ]);
 
 describe('polish run with a quorum of judges', () => {
   it('--evaluators runs each judge on its own workers and model: majority verdict, agreement in --json', async () => {
@@ -33,19 +38,7 @@ describe('polish run with a quorum of judges', () => {
       `scripted:${judgeScript('strict-b', strictScores)}`,
       `scripted:${judgeScript('lenient', lenientScores)}`,
     ];
-    const { code, stdout, stderr } = await polish([
-      'run',
-      artifact,
-      '--goal',
-      'Document the rate limiter.',
-      '--criteria',
-      criteria,
-      '--script',
-      reviser,
-      '--evaluators',
-      judges.join(','),
-      '--json',
-    ]);
+    const { code, stdout, stderr } = await runLimits(['--evaluators', judges.join(','), '--json']);
     expect(code, stderr).toBe(0);
     const result = RunResultSchema.parse(JSON.parse(stdout));
     expect(result.status).toBe('CONVERGED');
@@ -64,21 +57,7 @@ describe('polish run with a quorum of judges', () => {
 describe('polish run with a budget', () => {
   it('exits 8 BUDGET_EXHAUSTED, before any model call, when the budget cannot cover the first evaluation', async () => {
     const out = join(scratch, 'budget-out.md');
-    const { code, stderr, stdout } = await polish([
-      'run',
-      artifact,
-      '--goal',
-      'Document the rate limiter.',
-      '--criteria',
-      criteria,
-      '--script',
-      reviser,
-      '--max-tokens',
-      '1000',
-      '--json',
-      '--out',
-      out,
-    ]);
+    const { code, stderr, stdout } = await runLimits(['--max-tokens', '1000', '--json', '--out', out]);
     expect(code, stderr).toBe(8);
     const result = RunResultSchema.parse(JSON.parse(stdout));
     expect(result.status).toBe('BUDGET_EXHAUSTED');

@@ -1,5 +1,4 @@
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
@@ -12,7 +11,14 @@ import { roleOf } from './support/fake-llm.js';
 import { fencedArtifact } from './support/scenario.js';
 import { anthropicSystem, anthropicUser, openaiSystem, openaiUser } from './support/sdk-requests.js';
 import { polish } from './support/cli.js';
-import { FIRST, FIXED, JUDGING_CRITERIA, lenientScores, strictScores } from './support/judging-scenario.js';
+import {
+  FIRST,
+  FIXED,
+  JUDGING_CRITERIA,
+  lenientScores,
+  judgingFiles,
+  strictScores,
+} from './support/judging-scenario.js';
 
 // A quorum's judges on their own models when the workers run elsewhere (issue 17): over NATS,
 // judge i's task goes to the lane of its model, which only `polish worker --lane` hosts serving
@@ -20,14 +26,7 @@ import { FIRST, FIXED, JUDGING_CRITERIA, lenientScores, strictScores } from './s
 // user: evaluate workers may pull any evaluate lane and nothing else), real worker hosts and
 // processes, the real Anthropic and OpenAI SDKs against local fake servers.
 
-const scratch = mkdtempSync(join(tmpdir(), 'polish-judging-lanes-'));
-const file = (name: string, content: unknown) => {
-  const path = join(scratch, name);
-  writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
-  return path;
-};
-const artifact = file('limits.md', FIRST);
-const criteria = file('criteria.json', JUDGING_CRITERIA);
+const { scratch, file, artifact, criteria } = judgingFiles('polish-judging-lanes-');
 // The reviser (scripted) adds the status line. Its host also serves the plain evaluate queue,
 // answering as a third, lenient judge would: a judge's task that reached it would show.
 const plainScript = file('plain.json', {
@@ -69,6 +68,34 @@ describe('judges routed to their models over NATS (model lanes)', () => {
   let claude: FakeModelServer;
   let gpt: FakeModelServer;
   const hosts: WatchedProcess[] = [];
+  /** `polish run` of the scenario over NATS with these judges, as the orchestrator's user. */
+  const runJudged = (evaluators: string, extra: string[] = []) =>
+    polish(
+      [
+        'run',
+        artifact,
+        '--goal',
+        goal,
+        '--criteria',
+        criteria,
+        '--evaluators',
+        evaluators,
+        '--nats',
+        server.url,
+        '--credentials',
+        credentials,
+        ...extra,
+        '--json',
+      ],
+      { env: cleanEnvironment() },
+    );
+  /** A host serving one judge model's lane, holding only that model's key. */
+  const laneHost = (model: string, key: NodeJS.ProcessEnv) =>
+    startHost(
+      server.url,
+      ['--credentials', credentials, '--roles', 'evaluate', '--evaluator-model', model, '--lane', '--pool', '1'],
+      cleanEnvironment(key),
+    );
   beforeAll(async () => {
     const generated = await polish([
       'nats-config',
@@ -87,36 +114,8 @@ describe('judges routed to their models over NATS (model lanes)', () => {
     gpt = await judgeServer(openaiDialect, openaiSystem, openaiUser, lenientScores);
     // Three machines' worth of hosts: one per judge model (each only with its own key), one for the rest.
     hosts.push(
-      await startHost(
-        server.url,
-        [
-          '--credentials',
-          credentials,
-          '--roles',
-          'evaluate',
-          '--evaluator-model',
-          `anthropic:claude-judge@${claude.url}`,
-          '--lane',
-          '--pool',
-          '1',
-        ],
-        cleanEnvironment({ ANTHROPIC_API_KEY: 'sk-ant-judge' }),
-      ),
-      await startHost(
-        server.url,
-        [
-          '--credentials',
-          credentials,
-          '--roles',
-          'evaluate',
-          '--evaluator-model',
-          `openai:gpt-judge@${gpt.url}/v1`,
-          '--lane',
-          '--pool',
-          '1',
-        ],
-        cleanEnvironment({ OPENAI_API_KEY: 'sk-openai-judge' }),
-      ),
+      await laneHost(`anthropic:claude-judge@${claude.url}`, { ANTHROPIC_API_KEY: 'sk-ant-judge' }),
+      await laneHost(`openai:gpt-judge@${gpt.url}/v1`, { OPENAI_API_KEY: 'sk-openai-judge' }),
       await startHost(
         server.url,
         ['--credentials', credentials, '--roles', 'evaluate,revise', '--script', plainScript, '--pool', '1'],
@@ -131,24 +130,7 @@ describe('judges routed to their models over NATS (model lanes)', () => {
   });
 
   it('--evaluators naming two families: each judge is answered by its own model’s workers, and only those', async () => {
-    const run = await polish(
-      [
-        'run',
-        artifact,
-        '--goal',
-        goal,
-        '--criteria',
-        criteria,
-        '--evaluators',
-        'anthropic:claude-judge,openai:gpt-judge',
-        '--nats',
-        server.url,
-        '--credentials',
-        credentials,
-        '--json',
-      ],
-      { env: cleanEnvironment() },
-    );
+    const run = await runJudged('anthropic:claude-judge,openai:gpt-judge');
     expect(run.code, run.stderr).toBe(0);
     expect(run.stderr).toContain('judge 1: anthropic:claude-judge, lane anthropic_claude-judge');
     expect(run.stderr).toContain('judge 2: openai:gpt-judge, lane openai_gpt-judge');
@@ -189,24 +171,7 @@ describe('judges routed to their models over NATS (model lanes)', () => {
     const plainRevisions = (hosts[2] as WatchedProcess).lines.filter((line) =>
       /\(revise\) took task/.test(line),
     ).length;
-    const run = await polish(
-      [
-        'run',
-        artifact,
-        '--goal',
-        goal,
-        '--criteria',
-        criteria,
-        '--evaluators',
-        'openai:gpt-judge',
-        '--nats',
-        server.url,
-        '--credentials',
-        credentials,
-        '--json',
-      ],
-      { env: cleanEnvironment() },
-    );
+    const run = await runJudged('openai:gpt-judge');
     const result = RunResultSchema.parse(JSON.parse(run.stdout));
     // The lenient GPT passes the first version: one evaluation, by GPT, no revision.
     expect([result.status, result.iterations], run.stderr).toEqual(['CONVERGED', 1]);
@@ -219,26 +184,7 @@ describe('judges routed to their models over NATS (model lanes)', () => {
   });
 
   it('a judge whose model no host serves: the run fails naming the lane, the model and how to serve it', async () => {
-    const run = await polish(
-      [
-        'run',
-        artifact,
-        '--goal',
-        goal,
-        '--criteria',
-        criteria,
-        '--evaluators',
-        'anthropic:claude-judge,openai:gpt-nobody-serves',
-        '--nats',
-        server.url,
-        '--credentials',
-        credentials,
-        '--worker-wait',
-        '1',
-        '--json',
-      ],
-      { env: cleanEnvironment() },
-    );
+    const run = await runJudged('anthropic:claude-judge,openai:gpt-nobody-serves', ['--worker-wait', '1']);
     expect(run.code, run.stderr).toBe(4);
     const result = RunResultSchema.parse(JSON.parse(run.stdout));
     expect(result.status === 'FAILED' && [result.code, result.reason]).toEqual([

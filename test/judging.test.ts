@@ -7,17 +7,13 @@ import {
   type ModelRequest,
   type ScriptFunction,
 } from '@polish/agents';
-import { createAnthropicProvider } from '@polish/agents/anthropic';
-import { createOpenAICompatibleProvider } from '@polish/agents/openai';
 import { createInProcessDispatcher, runPolish, type RunPolishOptions } from '@polish/orchestrator';
 import type { RunEvent, RunResult, RunSpecInput } from '@polish/protocol';
 import { startFakeModelServer, type FakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
-import { anthropicDialect } from './support/fake-anthropic.js';
-import { openaiDialect } from './support/fake-openai.js';
+import { ANTHROPIC, OPENAI, type SdkDialect } from './support/sdk-dialects.js';
 import { roleOf } from './support/fake-llm.js';
 import { fencedArtifact } from './support/scenario.js';
 import { foreignReply } from './support/foreign-reply.js';
-import { anthropicSystem, anthropicUser, openaiSystem, openaiUser } from './support/sdk-requests.js';
 import {
   BROKEN,
   FIRST,
@@ -333,31 +329,9 @@ afterEach(async () => {
   servers = [];
 });
 
-type Dialect = {
-  name: string;
-  dialect: typeof anthropicDialect;
-  system: (request: RecordedRequest) => string;
-  user: (request: RecordedRequest) => string;
-  provider: (url: string, model: string) => ModelProvider;
-};
-const ANTHROPIC: Dialect = {
-  name: 'Anthropic',
-  dialect: anthropicDialect,
-  system: anthropicSystem,
-  user: anthropicUser,
-  provider: (url, model) => createAnthropicProvider({ model, apiKey: 'sk-ant-test', baseURL: url, maxTokens: 1024 }),
-};
-const OPENAI: Dialect = {
-  name: 'OpenAI',
-  dialect: openaiDialect,
-  system: openaiSystem,
-  user: openaiUser,
-  provider: (url, model) => createOpenAICompatibleProvider({ model, apiKey: 'sk-test', baseURL: url, maxTokens: 1024 }),
-};
-
 /** A fake provider whose "model" answers from the prompt: `judge` scores, a careful or careless reviser revises. */
 async function fakeModel(
-  sdk: Dialect,
+  sdk: SdkDialect,
   judge: (artifact: string, request: RecordedRequest) => unknown = strictScores,
   options: { careless?: boolean } = {},
 ) {
@@ -492,7 +466,7 @@ describe('a budget that allows exactly two iterations (real Anthropic SDK, price
   it('stops BUDGET_EXHAUSTED after two evaluations with the best version; the fake server saw no call beyond the budget', async () => {
     // Unlimited, the run takes 3 evaluations: the title only, + the limit, + the status code.
     const growing = (artifact: string) => (artifact.includes(LIMIT) ? FIXED : `${TITLE}\n${LIMIT}\n`);
-    const answer = (sdk: Dialect) => async () => {
+    const answer = (sdk: SdkDialect) => async () => {
       const server = await startFakeModelServer(sdk.dialect, (request) => {
         const artifact = fencedArtifact(sdk.user(request));
         return roleOf(sdk.system(request)) === 'revise'

@@ -1,16 +1,12 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { createScriptedProvider, handleTask, textOf, type ModelProvider, type ModelRequest } from '@polish/agents';
-import { createAnthropicProvider } from '@polish/agents/anthropic';
-import { createOpenAICompatibleProvider } from '@polish/agents/openai';
 import { createInProcessDispatcher, runPolish } from '@polish/orchestrator';
 import { type Edit, type ReviseMode, type RunEvent, type RunResult, type TaskEnvelope } from '@polish/protocol';
 import { startFakeModelServer, type FakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
-import { anthropicDialect } from './support/fake-anthropic.js';
-import { openaiDialect } from './support/fake-openai.js';
+import { SDK_DIALECTS } from './support/sdk-dialects.js';
 import { roleOf } from './support/fake-llm.js';
 import { fencedArtifact, runWithModels } from './support/scenario.js';
 import { foreignReply } from './support/foreign-reply.js';
-import { anthropicSystem, anthropicUser, openaiSystem, openaiUser } from './support/sdk-requests.js';
 import {
   LIMIT_SENTENCE,
   LONG_CRITERIA,
@@ -254,26 +250,7 @@ afterEach(async () => {
   servers = [];
 });
 
-const SDKS = [
-  {
-    name: 'Anthropic',
-    dialect: anthropicDialect,
-    system: anthropicSystem,
-    user: anthropicUser,
-    provider: (url: string) =>
-      createAnthropicProvider({ model: 'claude-test', apiKey: 'sk-ant-test', baseURL: url, maxTokens: 8192 }),
-  },
-  {
-    name: 'OpenAI',
-    dialect: openaiDialect,
-    system: openaiSystem,
-    user: openaiUser,
-    provider: (url: string) =>
-      createOpenAICompatibleProvider({ model: 'gpt-test', apiKey: 'sk-test', baseURL: url, maxTokens: 8192 }),
-  },
-] as const;
-
-describe.each(SDKS)('edit-form revisions through the real $name SDK (local fake server)', (sdk) => {
+describe.each(SDK_DIALECTS)('edit-form revisions through the real $name SDK (local fake server)', (sdk) => {
   async function fakeServer(bad?: unknown) {
     const server = await startFakeModelServer(sdk.dialect, (request) => {
       const role = roleOf(sdk.system(request));
@@ -287,8 +264,8 @@ describe.each(SDKS)('edit-form revisions through the real $name SDK (local fake 
   it('revises by edits to the same artifact as full-text mode, with ≥ 10× fewer revise output tokens', async () => {
     const editServer = await fakeServer();
     const fullServer = await fakeServer();
-    const byEdits = await runWithModels(spec('edits'), styled(sdk.provider(editServer.url), 'edits'));
-    const inFull = await runWithModels(spec('full'), styled(sdk.provider(fullServer.url), 'full'));
+    const byEdits = await runWithModels(spec('edits'), styled(sdk.provider(editServer.url, 'model', 8192), 'edits'));
+    const inFull = await runWithModels(spec('full'), styled(sdk.provider(fullServer.url, 'model', 8192), 'full'));
     expect(byEdits.result.status, failure(byEdits.result)).toBe('CONVERGED');
     expect(inFull.result.status, failure(inFull.result)).toBe('CONVERGED');
     expect(byEdits.result.artifact).toBe(inFull.result.artifact);
@@ -310,7 +287,7 @@ describe.each(SDKS)('edit-form revisions through the real $name SDK (local fake 
 
   it('re-asks an edit whose find matches twice, and fails the run when it persists', async () => {
     const server = await fakeServer({ edits: [{ find: '## Section', replace: '## Part', criterion_id: 'C1' }] });
-    const { result } = await runWithModels(spec('edits'), styled(sdk.provider(server.url), 'edits'));
+    const { result } = await runWithModels(spec('edits'), styled(sdk.provider(server.url, 'model', 8192), 'edits'));
     expect(result.status).toBe('FAILED');
     expect(failure(result)).toContain('edit 1: its find text occurs more than once');
     const revisions = server.requests.filter((request) => roleOf(sdk.system(request)) === 'revise');
@@ -320,7 +297,7 @@ describe.each(SDKS)('edit-form revisions through the real $name SDK (local fake 
 
   it('refuses an overlapping pair of edits', async () => {
     const server = await fakeServer({ edits: overlappingEdits(artifact) });
-    const { result } = await runWithModels(spec('edits'), styled(sdk.provider(server.url), 'edits'));
+    const { result } = await runWithModels(spec('edits'), styled(sdk.provider(server.url, 'model', 8192), 'edits'));
     expect(failure(result)).toContain('edits 1 and 2 overlap');
     expect(result.artifact).toBe(artifact);
   });

@@ -1,3 +1,6 @@
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import type { Criterion } from '@polish/protocol';
 
 // The scenario of the judging tests: a rate-limit page whose first version states the limit
@@ -45,4 +48,21 @@ export function lenientScores(artifact: string) {
 export function revised(artifact: string, gaps: readonly string[], careless = false): string {
   if (careless && !gaps.some((gap) => gap.startsWith('C1: keep this satisfied'))) return BROKEN;
   return artifact.includes(STATUS) ? artifact : FIXED;
+}
+
+/** A scratch folder of the CLI tests, and a writer of its files (strings as they are, the rest as JSON). */
+export function scratchFiles(prefix: string) {
+  const scratch = mkdtempSync(join(tmpdir(), prefix));
+  const file = (name: string, content: unknown) => {
+    const path = join(scratch, name);
+    writeFileSync(path, typeof content === 'string' ? content : JSON.stringify(content));
+    return path;
+  };
+  return { scratch, file };
+}
+
+/** The scenario's files in a scratch folder: the first version and the criteria, and a writer for more. */
+export function judgingFiles(prefix: string) {
+  const { scratch, file } = scratchFiles(prefix);
+  return { scratch, file, artifact: file('limits.md', FIRST), criteria: file('criteria.json', JUDGING_CRITERIA) };
 }

@@ -1,7 +1,10 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { RunResultSchema } from '@polish/protocol';
+import { connect } from '@nats-io/transport-node';
+import { jetstreamManager } from '@nats-io/jetstream';
+import { readQueueStats } from '@polish/orchestrator';
+import { RunResultSchema, TaskRoleSchema } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { startHost, stop, type WatchedProcess } from './support/processes.js';
 import { startFakeModelServer, type FakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
@@ -197,6 +200,35 @@ describe('judges routed to their models over NATS (model lanes)', () => {
     ]);
     // The plain evaluate worker never stood in for the missing judge.
     expect((hosts[2] as WatchedProcess).lines.filter((line) => /\(evaluate\) took task/.test(line))).toHaveLength(0);
+  });
+
+  it('the inspector’s user reads each lane’s figures beside the role queues’ (queue panel, polish status)', async () => {
+    const inspector = (JSON.parse(readFileSync(credentials, 'utf8')) as Record<string, Record<string, string>>)
+      .inspector as Record<string, string>;
+    const connection = await connect({
+      servers: server.url,
+      user: inspector.user,
+      pass: inspector.password,
+      inboxPrefix: inspector.inboxPrefix,
+    });
+    try {
+      const queues = await readQueueStats(await jetstreamManager(connection), 'polish');
+      // The lanes the runs above opened, each named; the role queues are all still there.
+      expect(queues.filter((queue) => queue.lane).map((queue) => [queue.role, queue.lane])).toEqual(
+        expect.arrayContaining([
+          ['evaluate', 'anthropic_claude-judge'],
+          ['evaluate', 'openai_gpt-judge'],
+          ['evaluate', 'openai_gpt-nobody-serves'],
+        ]),
+      );
+      expect(queues.filter((queue) => !queue.lane).map((queue) => queue.role)).toEqual(TaskRoleSchema.options);
+      // The lane hosts' workers are waiting on their lanes; nobody pulls the unserved one.
+      const lane = (name: string) => queues.find((queue) => queue.lane === name);
+      expect(lane('anthropic_claude-judge')?.pulling).toBeGreaterThan(0);
+      expect(lane('openai_gpt-nobody-serves')?.pulling).toBe(0);
+    } finally {
+      await connection.close();
+    }
   });
 });
 

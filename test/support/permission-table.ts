@@ -33,9 +33,11 @@ export const PUBLISH: [subject: string, allowed: readonly Principal[]][] = [
   ['$JS.API.CONSUMER.MSG.NEXT.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator', 'evaluate']],
   ['$JS.API.CONSUMER.MSG.NEXT.POLISH_LANES_EVALUATE.anthropic_claude-x', ['orchestrator', 'evaluate']],
   ['$JS.ACK.POLISH_LANES_EVALUATE.openai_gpt-5.1.1.1.1.1', ['orchestrator', 'evaluate']],
-  ['$JS.API.CONSUMER.INFO.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator', 'host', 'evaluate']],
+  ['$JS.API.CONSUMER.INFO.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator', 'inspector', 'host', 'evaluate']],
   ['$JS.API.CONSUMER.CREATE.POLISH_LANES_EVALUATE.openai_gpt-5', ['orchestrator']],
-  ['$JS.API.STREAM.MSG.GET.POLISH_LANES_EVALUATE', ['orchestrator']],
+  // The inspector lists the lanes and reads their figures, as it does the role queues'.
+  ['$JS.API.CONSUMER.LIST.POLISH_LANES_EVALUATE', ['orchestrator', 'inspector']],
+  ['$JS.API.STREAM.MSG.GET.POLISH_LANES_EVALUATE', ['orchestrator', 'inspector']],
   // Reading queued tasks' contents: the orchestrator, and the inspector (it sees every payload in the events too).
   ['$JS.API.STREAM.MSG.GET.POLISH_TASKS', ['orchestrator', 'inspector']],
   // The queue's figures.

@@ -50,7 +50,7 @@ async function refreshRuns() {
   if (!page.runId && runs.length > 0) await selectRun(runs[0].runId);
 }
 
-// Each role's queue: what waits, for how long, who pulls, what is in hand. Roles with nothing show nothing.
+// Each role's queue and model lane: what waits, for how long, who pulls, what is in hand. Roles with nothing show nothing.
 async function refreshQueues() {
   let queues = [];
   try {
@@ -63,10 +63,13 @@ async function refreshQueues() {
   const rows = queues
     .filter((queue) => queue.queued + queue.pulling + queue.in_flight > 0)
     .map((queue) => {
-      const row = el('tr', { 'data-role': queue.role });
+      // A model lane of a role (a quorum judge's model) is a queue of its own.
+      const name = queue.lane ? `${queue.role} lane ${queue.lane}` : queue.role;
+      const id = queue.lane ? `${queue.role}-${queue.lane}` : queue.role;
+      const row = el('tr', { 'data-role': queue.role, ...(queue.lane ? { 'data-lane': queue.lane } : {}) });
       row.append(
-        el('td', {}, queue.role),
-        el('td', { 'data-testid': `queued-${queue.role}` }, String(queue.queued)),
+        el('td', {}, name),
+        el('td', { 'data-testid': `queued-${id}` }, String(queue.queued)),
         el('td', {}, queue.oldest_ms === null ? '' : `${Math.round(queue.oldest_ms / 1000)} s`),
         el('td', {}, String(queue.pulling)),
         el('td', {}, String(queue.in_flight)),

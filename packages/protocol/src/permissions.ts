@@ -92,6 +92,12 @@ export function permissionsFor(principal: Principal, prefix = DEFAULT_SUBJECT_PR
           // The task queue's figures: waiting tasks, workers pulling, tasks in hand, the oldest's age.
           jetStreamApi.consumerInfo(names.tasksStream),
           jetStreamApi.messageGet(names.tasksStream),
+          // And each model lane's (a lane is a consumer of its role's lanes stream).
+          ...names.laneStreams.flatMap((stream) => [
+            jetStreamApi.consumerList(stream),
+            jetStreamApi.consumerInfo(stream),
+            jetStreamApi.messageGet(stream),
+          ]),
         ],
         subscribe: [inbox],
         allowResponses: false,

@@ -199,6 +199,7 @@ export const jetStreamApi = {
   streamCreate: (stream: string) => `$JS.API.STREAM.CREATE.${stream}`,
   consumerCreate: (stream: string) => [`$JS.API.CONSUMER.CREATE.${stream}`, `$JS.API.CONSUMER.CREATE.${stream}.>`],
   consumerInfo: (stream: string, consumer = '>') => `$JS.API.CONSUMER.INFO.${stream}.${consumer}`,
+  consumerList: (stream: string) => `$JS.API.CONSUMER.LIST.${stream}`,
   consumerDelete: (stream: string) => `$JS.API.CONSUMER.DELETE.${stream}.>`,
   consumerNext: (stream: string, consumer = '>') => `$JS.API.CONSUMER.MSG.NEXT.${stream}.${consumer}`,
   messageGet: (stream: string) => `$JS.API.STREAM.MSG.GET.${stream}`,

@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { PROTOCOL_VERSION } from './version.js';
 import { TaskRoleSchema } from './roles.js';
 import { WorkerInfoSchema } from './task.js';
+import { LANE_PATTERN } from './subjects.js';
 
 // Messages around the task queue (DESIGN §4): what a worker says when it takes a task or gives
 // it back, what an agent host says when a worker died holding one, and the queue's figures.
@@ -43,6 +44,8 @@ export type CrashNotice = z.infer<typeof CrashNoticeSchema>;
 /** One role's queue as `polish status` and the inspector show it. */
 export const QueueStatsSchema = z.strictObject({
   role: TaskRoleSchema,
+  /** The model lane, for a lane's queue (a quorum judge's model); absent for the role's own queue. */
+  lane: z.string().regex(LANE_PATTERN).optional(),
   /** Tasks waiting for a worker. */
   queued: z.int().min(0),
   /** Age of the oldest waiting task, or null when none waits. */

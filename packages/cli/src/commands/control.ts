@@ -30,7 +30,7 @@ async function withClient<T>(flags: ControlFlags, use: (client: RunClient) => Pr
 }
 
 const queueLine = (queue: QueueStats) =>
-  `${queue.role.padEnd(12)} ${String(queue.queued).padStart(5)} queued` +
+  `${(queue.lane ? `${queue.role} lane ${queue.lane}` : queue.role).padEnd(12)} ${String(queue.queued).padStart(5)} queued` +
   `${queue.oldest_ms === null ? '' : ` (oldest ${Math.round(queue.oldest_ms / 1000)} s)`}, ` +
   `${queue.pulling} worker${queue.pulling === 1 ? '' : 's'} pulling, ${queue.in_flight} in flight`;
 

@@ -13,6 +13,8 @@ import { configDifferences, ensureStream, queueStreamSpecs } from '../streams.js
 import {
   DEFAULT_SUBJECT_PREFIX,
   TaskRoleSchema,
+  isLaneRole,
+  laneQueueNames,
   taskQueueOf,
   unavailable,
   wireNames,
@@ -153,7 +155,18 @@ export async function readQueueStats(
   roles: readonly TaskRole[] = TaskRoleSchema.options,
   now = Date.now,
 ): Promise<QueueStats[]> {
-  return Promise.all(roles.map((role) => readOneQueue(manager, prefix, { role }, now)));
+  // A lane role's queues are its own and each of its model lanes (a consumer of the lanes'
+  // stream, named as the lane), so a judge waiting for its model's workers shows too.
+  const lanes = await Promise.all(
+    roles.filter(isLaneRole).map(async (role) => {
+      const names: QueueRef[] = [];
+      const lister = manager.consumers.list(laneQueueNames(role, prefix).stream);
+      for await (const info of lister) names.push({ role, lane: info.name });
+      return names;
+    }),
+  ).catch(() => []);
+  const queues: QueueRef[] = [...roles.map((role) => ({ role })), ...lanes.flat()];
+  return Promise.all(queues.map((queue) => readOneQueue(manager, prefix, queue, now)));
 }
 
 /** One queue's figures (a role's, or one of its lanes'). */
@@ -165,7 +178,8 @@ async function readOneQueue(
 ): Promise<QueueStats> {
   const queue = taskQueueOf(role, lane, prefix);
   const info = await manager.consumers.info(queue.stream, queue.consumer).catch(() => undefined);
-  if (!info) return { role, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0, idle_ms: null };
+  const named = lane === undefined ? { role } : { role, lane };
+  if (!info) return { ...named, queued: 0, oldest_ms: null, pulling: 0, in_flight: 0, idle_ms: null };
   let oldest: number | null = null;
   if (info.num_pending > 0) {
     // The first message of the queue past what the consumer has handed out waits longest.
@@ -179,7 +193,7 @@ async function readOneQueue(
     if (message) oldest = Math.max(0, Math.round(now() - message.time.getTime()));
   }
   return {
-    role,
+    ...named,
     queued: info.num_pending,
     oldest_ms: oldest,
     pulling: info.num_waiting,

@@ -11,7 +11,7 @@ import { RunResultSchema, type Criterion } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish } from './support/cli.js';
 import { writeNatsConfig } from './support/nats.js';
-import { startHost, startPolish, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, startPolish, stop, type WatchedProcess, cleanEnvironment } from './support/processes.js';
 import { startFakeModelServer } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { fakeAnswer, roleOf } from './support/fake-llm.js';
@@ -44,14 +44,6 @@ const connectAs = async (principal: string) => {
   connections.push(connection);
   return connection;
 };
-/** An environment without the developer's own model keys or settings. */
-function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const environment = { ...process.env };
-  for (const name of Object.keys(environment))
-    if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
-  return { ...environment, ...extra };
-}
-
 beforeAll(async () => {
   const { config, credentials: file } = await writeNatsConfig(join(scratch, 'nats'), join(scratch, 'jetstream'));
   credentialsFile = file;

@@ -1,4 +1,4 @@
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
@@ -6,7 +6,7 @@ import { jetstreamManager } from '@nats-io/jetstream';
 import { readQueueStats } from '@polish/orchestrator';
 import { RunResultSchema, TaskRoleSchema } from '@polish/protocol';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
-import { startHost, stop, type WatchedProcess } from './support/processes.js';
+import { startHost, stop, type WatchedProcess, cleanEnvironment } from './support/processes.js';
 import { startFakeModelServer, type FakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { openaiDialect } from './support/fake-openai.js';
@@ -14,6 +14,7 @@ import { roleOf } from './support/fake-llm.js';
 import { fencedArtifact } from './support/scenario.js';
 import { anthropicSystem, anthropicUser, openaiSystem, openaiUser } from './support/sdk-requests.js';
 import { polish } from './support/cli.js';
+import { writeNatsConfig } from './support/nats.js';
 import {
   FIRST,
   FIXED,
@@ -39,14 +40,6 @@ const plainScript = file('plain.json', {
 });
 const goal = 'Document the rate limiter.';
 
-/** An environment without any model key or model setting of the developer's own. */
-function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const environment = { ...process.env };
-  for (const name of Object.keys(environment))
-    if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
-  return { ...environment, ...extra };
-}
-
 /** A fake provider whose "model" judges what it is asked to: anything else is refused, and counted. */
 async function judgeServer(
   dialect: typeof anthropicDialect,
@@ -64,6 +57,8 @@ async function judgeServer(
 const criteriaLines = JUDGING_CRITERIA.map((criterion) => `${criterion.id}: ${criterion.text}`).join('\n');
 /** The wire proof: an evaluator request is the locked criteria and the artifact, nothing else. */
 const stateless = (text: string) => `Locked criteria:\n${criteriaLines}\n\n<artifact>\n${text}\n</artifact>`;
+
+afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
 describe('judges routed to their models over NATS (model lanes)', () => {
   let server: EmbeddedNats;
@@ -100,15 +95,7 @@ describe('judges routed to their models over NATS (model lanes)', () => {
       cleanEnvironment(key),
     );
   beforeAll(async () => {
-    const generated = await polish([
-      'nats-config',
-      '--dir',
-      join(scratch, 'nats'),
-      '--store-dir',
-      join(scratch, 'jetstream'),
-    ]);
-    expect(generated.code, generated.stderr).toBe(0);
-    const files = JSON.parse(generated.stdout) as { config: string; credentials: string };
+    const files = await writeNatsConfig(join(scratch, 'nats'), join(scratch, 'jetstream'));
     credentials = files.credentials;
     expect(Object.keys(JSON.parse(readFileSync(credentials, 'utf8')))).toContain('evaluate');
     server = await startNatsServer({ storeDir: join(scratch, 'jetstream'), configFile: files.config });
@@ -195,7 +182,8 @@ describe('judges routed to their models over NATS (model lanes)', () => {
       expect.stringContaining(
         'no evaluate workers of lane openai_gpt-nobody-serves (model openai:gpt-nobody-serves) pulled tasks within 1 s ' +
           '(nobody serves polish.v1.lane.evaluate.openai_gpt-nobody-serves); start one where that model is reachable: ' +
-          'polish worker --roles evaluate --evaluator-model openai:gpt-nobody-serves --lane',
+          'polish worker --roles evaluate --evaluator-model SPEC --lane, SPEC being openai:gpt-nobody-serves ' +
+          'as that worker reaches it (with its @baseURL, or for a script its path)',
       ),
     ]);
     // The plain evaluate worker never stood in for the missing judge.

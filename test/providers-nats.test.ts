@@ -4,7 +4,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RunResultSchema } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
-import { startHost, stop } from './support/processes.js';
+import { startHost, stop, cleanEnvironment } from './support/processes.js';
 import { startFakeModelServer, type RecordedRequest } from './support/fake-model-server.js';
 import { anthropicDialect } from './support/fake-anthropic.js';
 import { openaiDialect } from './support/fake-openai.js';
@@ -36,14 +36,6 @@ const openaiText = (request: RecordedRequest) => {
       .join('\n'),
   };
 };
-/** An environment without any model key or model setting of the developer's own. */
-function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
-  const environment = { ...process.env };
-  for (const name of Object.keys(environment))
-    if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
-  return { ...environment, ...extra };
-}
-
 describe('real providers in worker processes over NATS', () => {
   let nats: NatsFixture;
   beforeAll(async () => {

@@ -156,3 +156,11 @@ export function processesTagged(tag: string): number[] {
   }
   return found;
 }
+
+/** An environment without any model key or model setting of the developer's own. */
+export function cleanEnvironment(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
+  const environment = { ...process.env };
+  for (const name of Object.keys(environment))
+    if (/^(ANTHROPIC_|OPENAI_|POLISH_|NATS_URL)/.test(name)) delete environment[name];
+  return { ...environment, ...extra };
+}

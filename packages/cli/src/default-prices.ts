@@ -8,6 +8,7 @@ import type { PriceTable } from '@polish/protocol';
  * row cannot say.
  */
 export const DEFAULT_PRICES: PriceTable = {
+  // Opus 5.5's cache read is 0.05× its input price (not the usual 0.1×), as published.
   'anthropic:claude-opus-5-5': { input: 4, output: 20, cache_read: 0.2, cache_write: 5 },
   'anthropic:claude-sonnet-5-5': { input: 2, output: 10, cache_read: 0.2, cache_write: 2.5 },
   // Older models (Sonnet 4.5 reached end of life on 2026-11-30, Opus 4.5 does on 2027-01-22).

@@ -99,7 +99,8 @@ export function createProgressReporter(write: (line: string) => void = (line) =>
         write(
           `polish: usage ${describeUsage(event.usage)} in ${count(event.usage.model_calls)} model calls${describeCost(event.cost)}`,
         );
-        if (event.quorum)
+        if (event.quorum?.agreement_rate === null) write(`polish: ${event.quorum.judges} judges: no verdicts given`);
+        else if (event.quorum)
           write(
             `polish: ${event.quorum.judges} judges (${event.quorum.rule}) agreed on ${Math.round(event.quorum.agreement_rate * 100)}% of verdicts` +
               `${event.quorum.undecided ? `; ${event.quorum.undecided} undecided` : ''}`,

@@ -83,8 +83,7 @@ export function planRun(artifactPath: string, flags: PlanFlags, remote: boolean)
   });
   // Refuse an unpriced model now, before any process starts.
   resolveBudget(spec, prices);
-  if (remote) return { spec, prices };
-  if (!byRole) return { spec, prices };
+  if (remote || !byRole) return { spec, prices };
   for (const line of describeModels(byRole)) log(`polish: model for ${line}`);
   for (const [index, judge] of (judges ?? []).entries())
     if (index > 0) for (const line of describeModels({ evaluate: judge })) log(`polish: judge ${index + 1}: ${line}`);

@@ -9,14 +9,7 @@ export { computeVerdict } from './polish/verdict.js';
 export { resolveBudget, worstCase, type BudgetPlan } from './polish/budget.js';
 
 // Dispatch: how a task reaches a worker (in this process, or over NATS).
-export type {
-  Dispatcher,
-  DispatchOptions,
-  DispatchOutcome,
-  DispatchProgress,
-  TaskLane,
-} from './dispatch/dispatcher.js';
-export { laneDispatcher } from './dispatch/dispatcher.js';
+export type { Dispatcher, DispatchOptions, DispatchOutcome, DispatchProgress } from './dispatch/dispatcher.js';
 export { createInProcessDispatcher, type TaskHandler } from './dispatch/in-process-dispatcher.js';
 export { createNatsDispatcher, type NatsDispatcherOptions } from './dispatch/nats-dispatcher.js';
 export { openTaskQueue, readQueueStats, type TaskQueue, type TaskQueueOptions } from './dispatch/task-queue.js';

@@ -66,8 +66,8 @@ export type BudgetReport = z.infer<typeof BudgetReportSchema>;
 export const QuorumReportSchema = z.strictObject({
   judges: z.int().min(2),
   rule: QuorumRuleSchema,
-  /** Share of (iteration, criterion) verdicts on which every judge agreed. */
-  agreement_rate: z.number().min(0).max(1),
+  /** Share of (iteration, criterion) verdicts on which every judge agreed; null when none were given. */
+  agreement_rate: z.number().min(0).max(1).nullable(),
   /** Verdicts the rule could not decide (reported, never guessed). */
   undecided: z.int().min(0),
 });

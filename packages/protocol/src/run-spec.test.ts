@@ -47,6 +47,10 @@ describe('RunSpecSchema', () => {
     ],
     [{ ...base, judge_models: [' '] }, 'judge_models.0: gives no lane name: use provider:model'],
     [
+      { ...base, judge_models: ['openai:qwen@http://127.0.0.1:8000/v1'] },
+      'judge_models.0: names an address (@…): give provider:model alone; where a worker reaches its model is its own',
+    ],
+    [
       { ...base, judges: 2, judge_models: ['openai:gpt-5.1', 'openai:gpt-5_1'] },
       'judge_models: "openai:gpt-5.1" and "openai:gpt-5_1" would share the lane openai_gpt-5_1: name the models so that they differ in letters, digits, "-" or "_"',
     ],

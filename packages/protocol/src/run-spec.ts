@@ -62,7 +62,12 @@ export const RunSpecSchema = z
         z
           .string()
           .min(1, 'must not be empty')
-          .refine((model) => laneOf(model) !== undefined, 'gives no lane name: use provider:model'),
+          .refine((model) => laneOf(model) !== undefined, 'gives no lane name: use provider:model')
+          // A worker never names its model with its address, so such a lane would have no worker.
+          .refine(
+            (model) => !model.includes('@'),
+            'names an address (@…): give provider:model alone; where a worker reaches its model is its own',
+          ),
       )
       .min(1)
       .max(MAX_JUDGES)

@@ -370,11 +370,18 @@ export function createNatsDispatcher(options: NatsDispatcherOptions): Dispatcher
         watch?.wake();
       })().catch((error: unknown) => {
         if (!pending.has(key)) return;
+        // A server configured before lanes existed refuses them: say how to mend it.
+        const refused = /permissions violation/i.test((error as Error).message)
+          ? '; the server does not allow this principal that queue: its authorization predates it? ' +
+            'regenerate it with `polish nats-config`'
+          : '';
         fail(
           task,
-          new PolishError('UNAVAILABLE', `${address.label} task could not be queued: ${(error as Error).message}`, {
-            cause: error,
-          }),
+          new PolishError(
+            'UNAVAILABLE',
+            `${address.label} task could not be queued: ${(error as Error).message}${refused}`,
+            { cause: error },
+          ),
         );
       });
     });

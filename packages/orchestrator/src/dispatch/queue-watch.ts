@@ -32,18 +32,20 @@ const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
 const queueKey = (task: WatchedTask) => (task.lane ? `${task.role} ${task.lane.name}` : task.role);
 
 /** "Nobody serves it", naming the queue, and for a lane the model and how to serve it. */
-function nobodyServes(task: WatchedTask, waitedMs: number): PolishError {
-  const queue = taskQueueOf(task.role, task.lane?.name);
+function nobodyServes(task: WatchedTask, waitedMs: number, prefix: string): PolishError {
+  const queue = taskQueueOf(task.role, task.lane?.name, prefix);
   if (!task.lane)
     return new PolishError(
       'NO_RESPONDERS',
       `no ${task.role} workers pulled tasks within ${seconds(waitedMs)} (nobody serves ${queue.subject})`,
     );
+  // The lane's model is named without where it is reached: the worker's spec needs that back.
   return new PolishError(
     'NO_RESPONDERS',
     `no ${task.role} workers of lane ${task.lane.name} (model ${task.lane.model}) pulled tasks within ` +
       `${seconds(waitedMs)} (nobody serves ${queue.subject}); start one where that model is reachable: ` +
-      `polish worker --roles ${task.role} --evaluator-model ${task.lane.model} --lane`,
+      `polish worker --roles ${task.role} --evaluator-model SPEC --lane, SPEC being ${task.lane.model} ` +
+      'as that worker reaches it (with its @baseURL, or for a script its path)',
   );
 }
 
@@ -91,7 +93,7 @@ export function createQueueWatch(options: {
     for (const task of waiting()) {
       const since = nobodySince.get(queueKey(task));
       if (since !== undefined && now - since >= options.workerWaitMs) {
-        options.fail(task, nobodyServes(task, options.workerWaitMs));
+        options.fail(task, nobodyServes(task, options.workerWaitMs, options.queue.prefix));
       } else if (options.queueWaitMs !== undefined && now - task.queuedAt >= options.queueWaitMs) {
         options.fail(
           task,

@@ -41,6 +41,8 @@ export interface TaskQueue {
   js: JetStreamClient;
   manager: JetStreamManager;
   names: ReturnType<typeof wireNames>;
+  /** The subject prefix its names are built with. */
+  prefix: string;
   leaseMs: number;
   /** Deliveries a task of this role gets before it fails. */
   maxDeliverOf(role: TaskRole): number;
@@ -127,6 +129,7 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
     js: jetstream(connection),
     manager,
     names,
+    prefix,
     leaseMs,
     maxDeliverOf: (role) => (role === 'par.command' ? 1 : maxDeliver),
     stats: (roles = TaskRoleSchema.options) => readQueueStats(manager, prefix, roles),

@@ -160,10 +160,11 @@ describe('toRunResult', () => {
     });
     // Two judges are a quorum too.
     expect(toRunResult('cancelled', context({ spec: { ...spec, judges: 2 } })).quorum).toMatchObject({ judges: 2 });
+    // No verdict given (cancelled before any evaluation): no agreement to report, not a perfect one.
     expect(toRunResult('cancelled', context({ spec: quorum })).quorum).toEqual({
       judges: 3,
       rule: 'majority',
-      agreement_rate: 1,
+      agreement_rate: null,
       undecided: 0,
     });
     expect(toRunResult('capReached', context({ spec: { ...spec, judges: 1 }, history }))).not.toHaveProperty('quorum');

@@ -25,7 +25,7 @@ function quorumReport(context: PolishContext): QuorumReport | undefined {
   return {
     judges: context.spec.judges,
     rule: context.spec.quorum,
-    agreement_rate: cells.length === 0 ? 1 : cells.filter((share) => share === 1).length / cells.length,
+    agreement_rate: cells.length === 0 ? null : cells.filter((share) => share === 1).length / cells.length,
     undecided,
   };
 }

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createInProcessDispatcher,
@@ -89,6 +89,47 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(answers.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
     } finally {
       await stop(host);
+    }
+  });
+
+  it('a lane worker killed holding a judge’s task: handed out again at once, in its lane, by the host’s crash notice', async () => {
+    const held = heldScript();
+    // The judge's model, as `laneModelOf` names a script's (its file name without extension).
+    const judgeModel = `scripted:${basename(held.script, '.json')}`;
+    const lane = await startHost(nats.server.url, [
+      '--roles',
+      'evaluate',
+      '--pool',
+      '1',
+      '--evaluator-model',
+      `scripted:${held.script}`,
+      '--lane',
+    ]);
+    const rest = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['criteria', 'revise'], pool: 1, script: `${demo}/script.yaml` }),
+    );
+    try {
+      const running = run({ ...DEMO_SPEC, judge_models: [judgeModel] });
+      const [, pid] = await lane.waitFor(/^worker (\d+) \(evaluate\) took task/);
+      process.kill(Number(pid), 'SIGKILL');
+      await lane.waitFor(new RegExp(`^worker ${pid} \\(evaluate\\) died \\(SIGKILL\\); replacing it`));
+      held.release();
+      const { result, answers, events } = await running;
+      expect(runOutcome(result)).toEqual(runOutcome(undisturbed));
+      // Given back for the kill (the crash notice of a lane task was routed), not after its lease.
+      expect(
+        events
+          .filter((event) => event.type === 'task.released')
+          .map((event) => event.type === 'task.released' && event.reason),
+      ).toEqual(['SIGKILL']);
+      const judged = answers.filter((answer) => answer.role === 'evaluate');
+      expect(judged[0]?.attempts).toBe(2);
+      // Every evaluation was the lane host's, none by the killed worker.
+      for (const answer of judged) expect(lane.pids()).toContain(answer.worker.pid);
+      expect(judged.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
+    } finally {
+      await Promise.all([stop(lane), stop(rest)]);
     }
   });
 

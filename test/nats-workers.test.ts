@@ -6,11 +6,22 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createInProcessDispatcher,
   createNatsDispatcher,
+  openTaskQueue,
   startPolish as startRun,
   type NatsDispatcherOptions,
 } from '@polish/orchestrator';
 import { createScriptedProvider, handleTask, loadScriptFile } from '@polish/agents';
-import { RunResultSchema, type RunEvent, type RunResult, type RunSpecInput } from '@polish/protocol';
+import { jetstream } from '@nats-io/jetstream';
+import {
+  RunResultSchema,
+  TaskEnvelopeSchema,
+  replySubject,
+  taskQueueOf,
+  type RunEvent,
+  type RunResult,
+  type RunSpecInput,
+} from '@polish/protocol';
+import { foreignReply } from './support/foreign-reply.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
 import { processesTagged, startHost, startPolish, stop, workerArgs } from './support/processes.js';
@@ -130,6 +141,42 @@ describe('agents as single-use worker processes over NATS', () => {
       expect(judged.map((answer) => answer.worker.pid)).not.toContain(Number(pid));
     } finally {
       await Promise.all([stop(lane), stop(rest)]);
+    }
+  });
+
+  it('a task answered twice (a redelivered task both workers finished): the first answer is used, the second ignored', async () => {
+    // The evaluator here is a protocol peer in this process: it takes the first evaluation and
+    // replies twice, passing everything first, then failing everything.
+    await openTaskQueue(nats.connection);
+    const rest = await startHost(
+      nats.server.url,
+      workerArgs({ roles: ['criteria', 'revise'], pool: 1, script: `${demo}/script.yaml` }),
+    );
+    try {
+      const running = run(DEMO_SPEC);
+      const queue = taskQueueOf('evaluate');
+      const js = jetstream(nats.connection);
+      const message = await (await js.consumers.get(queue.stream, queue.consumer)).next({ expires: 60_000 });
+      expect(message).not.toBeNull();
+      const task = TaskEnvelopeSchema.parse(JSON.parse(new TextDecoder().decode(message?.data)));
+      const evidence = ['100 requests per minute', 'Our API has a rate limiter', 'so please be reasonable'];
+      const first = ['C1', 'C2', 'C3'].map((id, index) => ({
+        criterion_id: id,
+        pass: true,
+        evidence: evidence[index],
+      }));
+      const second = ['C1', 'C2', 'C3'].map((id) => ({ criterion_id: id, pass: false, gap: `${id} is missing.` }));
+      for (const scores of [first, second])
+        await js.publish(
+          replySubject('evaluate', task.idempotencyKey as string),
+          JSON.stringify(foreignReply(task, { scores })),
+        );
+      message?.ack();
+      const { result } = await running;
+      expect([result.status, result.iterations]).toEqual(['CONVERGED', 1]);
+      expect(result.history[0]?.scores).toEqual(first);
+    } finally {
+      await stop(rest);
     }
   });
 

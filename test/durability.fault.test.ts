@@ -3,7 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
@@ -102,6 +102,59 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     } finally {
       await stop(first);
       await stop(host);
+    }
+  });
+
+  it('a run whose judges have models (judge_models) resumes in their lanes after the orchestrator is killed', async () => {
+    // The judge's model is a held copy of the demo script: a lane host of that model alone may
+    // answer the judge. The plain host serves the evaluate queue too, so a judge's task sent
+    // there after the resume would show in its log.
+    const held = heldScript();
+    const judgeModel = `scripted:${basename(held.script, '.json')}`;
+    const laneHost = await startHost(nats.server.url, [
+      '--roles',
+      'evaluate',
+      '--lane',
+      '--pool',
+      '1',
+      '--script',
+      held.script,
+    ]);
+    const plainHost = await startHost(nats.server.url, [
+      '--roles',
+      'criteria,evaluate,revise',
+      '--pool',
+      '1',
+      '--script',
+      `${demo}/script.yaml`,
+    ]);
+    const first = await startServe(nats.server.url, 'lane-resumer');
+    try {
+      const runId = randomUUID();
+      const finished = finishedEvent(nats.connection, runId);
+      await client.submit({ ...DEMO_SPEC, judges: 1, judge_models: [judgeModel] }, runId);
+      await laneHost.waitFor(/\(evaluate\) took task/);
+      first.child.kill('SIGKILL');
+      await first.exited;
+      const second = await startServe(nats.server.url, 'lane-resumer');
+      try {
+        expect(second.lines.join('\n')).toContain(`resumed 1 unfinished run(s): ${runId}`);
+        held.release();
+        await finished;
+        const run = await client.status(runId);
+        expect(run.status).toBe('CONVERGED');
+        expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
+        // Every evaluation, before and after the resume, was the lane's: none reached the plain queue.
+        expect(took(laneHost, 'evaluate')).toBeGreaterThanOrEqual(3);
+        expect(took(plainHost, 'evaluate')).toBe(0);
+        expect(took(plainHost, 'criteria')).toBe(1);
+      } finally {
+        await stop(second);
+      }
+    } finally {
+      await stop(first);
+      await stop(laneHost);
+      await stop(plainHost);
     }
   });
 

@@ -56,7 +56,8 @@ export interface AgentHostOptions {
 /** What a host reports; `polish worker` prints these, tests wait on them. */
 export interface AgentHostEvents {
   /** The process runs and handles signals; it is not connected or pulling yet. */
-  'worker.started': [{ pid: number; role: TaskRole; alive: number }];
+  /** `from`: what the process started from (a startup snapshot of its kind of model, the bundle, the modules). */
+  'worker.started': [{ pid: number; role: TaskRole; alive: number; from: string }];
   /** `steps`: where the boot went, when the worker said (see {@link BootSteps}). */
   'worker.ready': [{ pid: number; role: TaskRole; bootMs: number; steps?: BootSteps }];
   'task.taken': [
@@ -154,28 +155,38 @@ function workerEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 interface WorkerLaunch {
   modulePath: string;
   execArgv: string[];
+  /** What it starts from, for the host's log: `the openai snapshot`, `the bundle`, `the modules`. */
+  from: string;
 }
 
 const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 
 /**
- * How to start a worker: from the build's startup snapshot when there is one for this very Node
- * (a blob starts only the version that built it) and the worker needs nothing that a restored
- * process cannot load later (a model SDK, the tracing SDK: it has no dynamic import()); else the
- * bundled entry (it boots faster than the plain modules); else the plain module.
+ * How to start a worker: from the build's startup snapshot of its kind of model (see
+ * scripts/bundle-worker.js: one holding no SDK, one per provider SDK) when there is one for this
+ * very Node (a blob starts only the version that built it) and tracing is off (a restored process
+ * has no dynamic import() to load the tracing SDK with); else the bundled entry (it boots faster
+ * than the plain modules); else the plain module.
  */
 function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snapshot: boolean): WorkerLaunch {
-  const blob = dist('worker-snapshot/worker.blob');
   const natsModule = dist('worker-bundle/nats-client.mjs');
-  const pure = model.provider === 'scripted' || model.provider === 'none';
-  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob) && existsSync(natsModule)) {
-    const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as { node?: string };
+  const manifest = dist('worker-snapshot/snapshots.json');
+  if (snapshot && !telemetryConfigured(environment) && existsSync(manifest) && existsSync(natsModule)) {
+    const built = JSON.parse(readFileSync(manifest, 'utf8')) as { node?: string; blobs?: Record<string, string> };
+    const kind = model.provider === 'scripted' || model.provider === 'none' ? 'pure' : model.provider;
+    const blob = built.blobs?.[kind] && dist(`worker-snapshot/${built.blobs[kind]}`);
     // The script argument is the NATS client module, which the restored worker loads by its path.
-    if (built.node === process.version)
-      return { modulePath: natsModule, execArgv: [...process.execArgv, '--snapshot-blob', blob] };
+    if (built.node === process.version && blob && existsSync(blob))
+      return {
+        modulePath: natsModule,
+        execArgv: [...process.execArgv, '--snapshot-blob', blob],
+        from: `the ${kind} snapshot`,
+      };
   }
   const bundled = dist('worker-bundle/worker-entry.mjs');
-  return { modulePath: existsSync(bundled) ? bundled : dist('worker/worker-entry.js'), execArgv: process.execArgv };
+  return existsSync(bundled)
+    ? { modulePath: bundled, execArgv: process.execArgv, from: 'the bundle' }
+    : { modulePath: dist('worker/worker-entry.js'), execArgv: process.execArgv, from: 'the modules' };
 }
 
 /**
@@ -344,7 +355,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     child.on('error', () => undefined); // exit follows; a failed kill() on a gone process is not news
     child.on('message', (notice: WorkerNotice) => {
       if (notice.type === 'started') {
-        host.emit('worker.started', { pid, role, alive: slots.size });
+        host.emit('worker.started', { pid, role, alive: slots.size, from: launch.from });
       } else if (notice.type === 'ready') {
         if (slot.phase === 'booting') slot.phase = 'idle';
         booted(slot);

@@ -133,7 +133,9 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   host.on('worker.ready', ({ pid, role, bootMs, steps }) =>
     log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms${steps ? `: ${describeBoot(steps)}` : ''}`),
   );
-  host.on('worker.started', ({ pid, role, alive }) => log(`worker ${pid} (${role}) started; ${alive} alive`));
+  host.on('worker.started', ({ pid, role, alive, from }) =>
+    log(`worker ${pid} (${role}) started from ${from}; ${alive} alive`),
+  );
   host.on('task.taken', ({ pid, role, taskId, key, queueSeq, deliverySeq, delivery }) =>
     log(
       `worker ${pid} (${role}) took task ${taskId} key ${key.slice(0, 16)} (queue #${queueSeq}, handed out #${deliverySeq}` +

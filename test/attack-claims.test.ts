@@ -2,7 +2,7 @@
 // others, owned by another user, reached through a symlink to another user's file, a folder or a
 // FIFO given as a key, a CA or client certificate others may change, a credentials file others
 // may change or own, a private folder that belongs to someone else, and a key swapped after it was
-// checked. Each is refused (exit 2, naming the file and what is wrong) before anything connects,
+// checked (in one process, and between `polish worker`'s check and a later worker process). Each is refused (exit 2, naming the file and what is wrong) before anything connects,
 // or, for the swap, cannot change what is used. A correct setup still connects over mutual TLS
 // with its NKEY to a real nats-server. Tests run as root: "another user" is `nobody` (chown), and
 // root could read such files anyway, so only polish's own checks refuse them.
@@ -26,7 +26,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { connect } from '@nats-io/transport-node';
 import { natsConnectOptions, type NatsAuth } from '@polish/agents';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
-import { polish } from './support/cli.js';
+import { polish, REPO } from './support/cli.js';
+import { startPolish, stop } from './support/processes.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-attack-'));
 /** Another user than the one the tests run as (root): `nobody`. */
@@ -252,5 +253,31 @@ describe('over TLS to a real nats-server', () => {
     expect(await attempt(options)).toBe('connected');
     // The key, certificate and CA travel as their checked contents; no path is left for the client to read later.
     expect(Object.keys(options.tls ?? {}).sort()).toEqual(['ca', 'cert', 'key']);
+  });
+
+  it('a key swapped after `polish worker` checked it at start is refused by the next worker process, which checks what it reads', async () => {
+    const ours = copy();
+    const key = join(ours, KEY);
+    const host = startPolish([
+      ...['worker', '--nats', server.url, '--credentials', join(ours, 'credentials.json')],
+      ...['--roles', 'evaluate', '--pool', '1', '--script', `${REPO}examples/demo/script.yaml`],
+    ]);
+    try {
+      const [, first] = await host.waitFor(/^worker (\d+) \(evaluate\) ready in/);
+      await host.waitFor(/^polish worker: all pools ready$/);
+      // The same key bytes, but now in a file others may read, swapped in under the checked path.
+      const open = join(ours, 'open-key.pem');
+      writeFileSync(open, readFileSync(key), { mode: 0o644 });
+      renameSync(open, key);
+      // The host replaces the worker it loses; the replacement reads the key itself.
+      process.kill(Number(first), 'SIGKILL');
+      const outcome = await Promise.race([
+        host.waitFor(/the TLS private key .* is open to other users/).then((match) => match.input),
+        host.waitFor(new RegExp(`^worker (?!${first}\\b)\\d+ \\(evaluate\\) ready in`)).then(() => 'ready'),
+      ]);
+      expect(outcome).toContain(`the TLS private key ${key} is open to other users (mode 0644)`);
+    } finally {
+      await stop(host);
+    }
   });
 });

@@ -29,7 +29,8 @@ export {
   type NatsAuth,
   type NatsTls,
 } from './worker/worker-config.js';
-export { natsConnectOptions, checkNatsAuth, readNkeySeed, refuseOpenSecret, wantsTls } from './nats-connect.js';
+export { natsConnectOptions, checkNatsAuth, readNkeySeed, wantsTls } from './nats-connect.js';
+export { readOpenedFile, refuseSharedSecret, refuseUntrusted } from './checked-files.js';
 export { runWorker } from './worker/run-worker.js';
 export {
   createAgentHost,

@@ -1,7 +1,7 @@
-import { accessSync, constants, readFileSync, statSync } from 'node:fs';
 import type { Authenticator, ConnectionOptions } from '@nats-io/transport-node';
 import { invalidInput, natsServers } from '@polish/protocol';
 import type { NatsAuth, NatsTls } from './worker/worker-config.js';
+import { readSecretFile, readTrustedFile } from './checked-files.js';
 
 // The one place a principal's identity and TLS files become nats.js connection options, for the
 // host, its workers and the CLI alike. No value is imported from the NATS client here: a worker
@@ -11,52 +11,39 @@ import type { NatsAuth, NatsTls } from './worker/worker-config.js';
 /** Whether a NATS address asks for TLS: any of its servers written `tls://`. */
 export const wantsTls = (url: string) => natsServers(url).some((server) => /^tls:\/\//i.test(server));
 
-/**
- * Refuses a file holding a secret (a seed, a private key, passwords) that other users may read
- * or write, as ssh refuses such a key: a secret others can read is no longer only this
- * principal's. A file that cannot be read is left to the caller's read to report.
- */
-export function refuseOpenSecret(path: string, what: string, field: string): void {
-  let mode: number;
-  try {
-    mode = statSync(path).mode & 0o777;
-  } catch {
-    return;
-  }
-  if ((mode & 0o077) !== 0)
-    throw invalidInput(
-      field,
-      `${what} ${path} is open to other users (mode ${mode.toString(8).padStart(4, '0')}): it must be readable by its owner only (chmod 600 ${path})`,
-    );
-}
-
 /** Reads an NKEY user seed file (`polish nats-config --nkeys`), or throws naming the file. */
 export function readNkeySeed(path: string): Uint8Array {
-  let seed: string;
-  try {
-    seed = readFileSync(path, 'utf8').trim();
-  } catch (error) {
-    throw invalidInput('credentials', `cannot read the NKEY seed ${path}: ${(error as Error).message}`);
-  }
-  refuseOpenSecret(path, 'the NKEY seed', 'credentials');
+  const seed = readSecretFile(path, 'the NKEY seed', 'credentials').toString('utf8').trim();
   if (!/^SU[A-Z2-7]{56}$/.test(seed)) throw invalidInput('credentials', `${path} is not an NKEY user seed`);
   return new TextEncoder().encode(seed);
 }
 
-const TLS_FIELDS: Record<keyof NatsTls, string> = { caFile: 'tls-ca', certFile: 'tls-cert', keyFile: 'tls-key' };
+/** The contents nats.js takes in place of each TLS file. */
+const TLS_FILES = {
+  caFile: { option: 'ca', field: 'tls-ca', what: 'the TLS CA certificate', read: readTrustedFile },
+  certFile: { option: 'cert', field: 'tls-cert', what: 'the TLS client certificate', read: readTrustedFile },
+  keyFile: { option: 'key', field: 'tls-key', what: 'the TLS private key', read: readSecretFile },
+} as const;
 
-/** Checks before anything starts that a principal's seed and TLS files can be read, naming the one that cannot. */
+/**
+ * The TLS files' contents, each read once and checked on what was read (the key a secret, the
+ * CA and certificate files that decide trust): nats.js gets these bytes, never a path it would
+ * read again later, so the file checked is the file used.
+ */
+export function readTls(tls: NatsTls | undefined): { ca?: string; cert?: string; key?: string } {
+  const contents: { ca?: string; cert?: string; key?: string } = {};
+  for (const [name, path] of Object.entries(tls ?? {}) as [keyof NatsTls, string | undefined][]) {
+    if (!path) continue;
+    const file = TLS_FILES[name];
+    contents[file.option] = file.read(path, file.what, file.field).toString('utf8');
+  }
+  return contents;
+}
+
+/** Checks before anything starts that a principal's seed and TLS files can be read and may be used, naming the one that cannot. */
 export function checkNatsAuth(auth: NatsAuth | undefined): void {
   if (auth?.identity && 'seedFile' in auth.identity) readNkeySeed(auth.identity.seedFile);
-  for (const [name, path] of Object.entries(auth?.tls ?? {}) as [keyof NatsTls, string | undefined][]) {
-    if (!path) continue;
-    try {
-      accessSync(path, constants.R_OK);
-    } catch (error) {
-      throw invalidInput(TLS_FIELDS[name], `cannot read ${path}: ${(error as Error).message}`);
-    }
-    if (name === 'keyFile') refuseOpenSecret(path, 'the TLS private key', TLS_FIELDS[name]);
-  }
+  readTls(auth?.tls);
   const tls = auth?.tls;
   if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile))
     throw invalidInput(
@@ -77,7 +64,7 @@ export function natsOptions(
   nkeyAuthenticator: (seed: Uint8Array) => Authenticator,
 ): Partial<ConnectionOptions> {
   const identity = auth?.identity;
-  const tls = Object.fromEntries(Object.entries(auth?.tls ?? {}).filter(([, path]) => path));
+  const tls = readTls(auth?.tls);
   return {
     servers: natsServers(url),
     ...(identity && 'user' in identity ? { user: identity.user, pass: identity.pass } : {}),

@@ -1,9 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { z } from 'zod';
 import { connect, type ConnectionOptions, type NatsConnection } from '@nats-io/transport-node';
-import { checkNatsAuth, natsConnectOptions, refuseOpenSecret, type NatsAuth, type NatsTls } from '@polish/agents';
+import {
+  checkNatsAuth,
+  natsConnectOptions,
+  readOpenedFile,
+  refuseSharedSecret,
+  refuseUntrusted,
+  type NatsAuth,
+  type NatsTls,
+} from '@polish/agents';
 import { PRINCIPALS, inboxPrefixOf, invalidInput, unavailable, type Principal, type TaskRole } from '@polish/protocol';
 
 // The principals of a NATS that enforces per-role permissions (DESIGN §5), as the credentials
@@ -115,9 +122,12 @@ export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undef
     const tls = tlsFiles(resolved(cwd, flags.tlsCa), resolved(cwd, flags.tlsCert), resolved(cwd, flags.tlsKey));
     return tls ? perPrincipal(() => ({ tls })) : undefined;
   }
+  // Read once and checked on what was read: it names the seed files and the CA (it decides
+  // whom polish trusts) and, with passwords, is itself the secret.
+  const { bytes, stat } = readOpenedFile(path, 'the credentials file', 'credentials');
   let document: unknown;
   try {
-    document = JSON.parse(readFileSync(path, 'utf8'));
+    document = JSON.parse(bytes.toString('utf8'));
   } catch (error) {
     throw invalidInput('credentials', `cannot read ${path}: ${(error as Error).message}`);
   }
@@ -127,9 +137,11 @@ export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undef
       'credentials',
       `${path} is not a polish credentials file (write one with \`polish nats-config\`): ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`,
     );
-  // With passwords the file itself is the secret; with NKEYs each seed is checked where it is read.
+  // With passwords the file itself is the secret; with NKEYs it holds public keys and paths only
+  // (each seed is checked where it is read), but whoever could change it would choose those paths.
   if (Object.values(parsed.data).some((entry) => 'password' in entry))
-    refuseOpenSecret(path, 'the credentials file', 'credentials');
+    refuseSharedSecret(stat, path, 'the credentials file', 'credentials');
+  else refuseUntrusted(stat, path, 'the credentials file', 'credentials');
   return credentialsOf(parsed.data, dirname(resolve(path)), flags);
 }
 

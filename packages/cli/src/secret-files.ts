@@ -9,13 +9,20 @@ const mode = (path: string) => (lstatSync(path).mode & 0o777).toString(8).padSta
 
 /**
  * Makes `dir` (and missing parents) and makes sure only its owner can enter it: a folder
- * polish creates is 0700; one that exists already and is open to others is refused, not changed
- * (it may be the user's own folder).
+ * polish creates is 0700; one that exists already is refused, not changed (it may be the user's
+ * own folder), when it is open to others or belongs to another user (who could read what is
+ * written there, or swap it).
  */
 export function makePrivateDir(dir: string, field = 'dir'): void {
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   const stat = lstatSync(dir);
   if (!stat.isDirectory()) throw invalidInput(field, `${dir} is not a folder`);
+  const uid = process.getuid?.();
+  if (uid !== undefined && stat.uid !== uid)
+    throw invalidInput(
+      field,
+      `${dir} belongs to another user (uid ${stat.uid}, this process runs as uid ${uid}): secrets go only in a folder of your own (name a new one)`,
+    );
   if ((stat.mode & 0o077) !== 0)
     throw invalidInput(
       field,

@@ -18,6 +18,7 @@ import {
   renameSync,
   rmSync,
   symlinkSync,
+  truncateSync,
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -143,6 +144,36 @@ describe('secret files: only this user may own and read them, and they must be f
       ['--tls-key', fifo],
       `the TLS private key ${fifo} is a FIFO, not a regular file: name the file itself`,
     );
+  });
+  it('a "key" too big to be one (a sparse 2 GiB file) is refused by its size, never read', async () => {
+    const dir = copy();
+    const huge = join(dir, 'huge-key.pem');
+    writeFileSync(huge, '', { mode: 0o600 });
+    truncateSync(huge, 2 * 1024 ** 3);
+    await refused(
+      dir,
+      ['--tls-key', huge],
+      `the TLS private key ${huge} is ${2 * 1024 ** 3} bytes, more than such a file can be (1048576): name the file itself`,
+    );
+  });
+});
+
+describe('a credentials file is checked before it is read, and never quoted', () => {
+  it('one that is not JSON is refused without printing what it holds', async () => {
+    const dir = copy();
+    const credentials = join(dir, 'credentials.json');
+    writeFileSync(credentials, 'password: hunter2-never-printed\n');
+    await refused(dir, [], `${credentials} is not JSON: write a credentials file with \`polish nats-config\``);
+    const outcome = await worker(dir);
+    expect(outcome.stderr).not.toContain('hunter2');
+  });
+
+  it.runIf(asRoot)('one of another user is refused for its owner before it is parsed', async () => {
+    const dir = copy();
+    const credentials = join(dir, 'credentials.json');
+    writeFileSync(credentials, 'password: hunter2-never-printed\n');
+    chownSync(credentials, OTHER_UID, OTHER_UID);
+    await refused(dir, [], `the credentials file ${credentials} belongs to another user (uid ${OTHER_UID}`);
   });
 });
 

@@ -23,11 +23,20 @@ export interface OpenedFile {
   stat: Stats;
 }
 
+/** No seed, key, certificate or credentials file is near this: anything bigger is not one. */
+export const MAX_CHECKED_FILE_BYTES = 1024 * 1024;
+
 /**
- * Opens `path` once, refuses anything but a regular file, and reads it from the same descriptor.
+ * Opens `path` once, refuses anything but a regular file, runs `check` on the descriptor's stat
+ * (owner, mode) and only then reads, from the same descriptor: a file refused is never read.
  * O_NONBLOCK: opening a FIFO must not wait for a writer; O_NOCTTY: a terminal must not become ours.
  */
-export function readOpenedFile(path: string, what: string, field: string): OpenedFile {
+export function readOpenedFile(
+  path: string,
+  what: string,
+  field: string,
+  check: (stat: Stats) => void = () => undefined,
+): OpenedFile {
   let descriptor: number;
   try {
     descriptor = openSync(path, constants.O_RDONLY | constants.O_NONBLOCK | constants.O_NOCTTY);
@@ -38,7 +47,17 @@ export function readOpenedFile(path: string, what: string, field: string): Opene
     const stat = fstatSync(descriptor);
     if (!stat.isFile())
       throw invalidInput(field, `${what} ${path} is ${kindOf(stat)}, not a regular file: name the file itself`);
-    return { bytes: readFileSync(descriptor), stat };
+    check(stat);
+    if (stat.size > MAX_CHECKED_FILE_BYTES)
+      throw invalidInput(
+        field,
+        `${what} ${path} is ${stat.size} bytes, more than such a file can be (${MAX_CHECKED_FILE_BYTES}): name the file itself`,
+      );
+    try {
+      return { bytes: readFileSync(descriptor), stat };
+    } catch (error) {
+      throw invalidInput(field, `cannot read ${what} ${path}: ${(error as Error).message}`);
+    }
   } finally {
     closeSync(descriptor);
   }
@@ -88,14 +107,10 @@ export function refuseUntrusted(stat: Stats, path: string, what: string, field: 
 
 /** The bytes of a secret file (seed, private key), checked on the descriptor they were read from. */
 export function readSecretFile(path: string, what: string, field: string): Buffer {
-  const { bytes, stat } = readOpenedFile(path, what, field);
-  refuseSharedSecret(stat, path, what, field);
-  return bytes;
+  return readOpenedFile(path, what, field, (stat) => refuseSharedSecret(stat, path, what, field)).bytes;
 }
 
 /** The bytes of a file that decides trust (CA, certificate), checked on the descriptor they were read from. */
 export function readTrustedFile(path: string, what: string, field: string): Buffer {
-  const { bytes, stat } = readOpenedFile(path, what, field);
-  refuseUntrusted(stat, path, what, field);
-  return bytes;
+  return readOpenedFile(path, what, field, (stat) => refuseUntrusted(stat, path, what, field)).bytes;
 }

@@ -123,13 +123,17 @@ export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undef
     return tls ? perPrincipal(() => ({ tls })) : undefined;
   }
   // Read once and checked on what was read: it names the seed files and the CA (it decides
-  // whom polish trusts) and, with passwords, is itself the secret.
-  const { bytes, stat } = readOpenedFile(path, 'the credentials file', 'credentials');
+  // whom polish trusts: nobody else may have written it, checked before it is read) and, with
+  // passwords, is itself the secret (checked once it is known to hold them).
+  const { bytes, stat } = readOpenedFile(path, 'the credentials file', 'credentials', (opened) =>
+    refuseUntrusted(opened, path, 'the credentials file', 'credentials'),
+  );
   let document: unknown;
   try {
     document = JSON.parse(bytes.toString('utf8'));
-  } catch (error) {
-    throw invalidInput('credentials', `cannot read ${path}: ${(error as Error).message}`);
+  } catch {
+    // JSON.parse quotes the text it stopped at: never print a credentials file's contents.
+    throw invalidInput('credentials', `${path} is not JSON: write a credentials file with \`polish nats-config\``);
   }
   const parsed = CredentialsFileSchema.safeParse(document);
   if (!parsed.success)
@@ -137,11 +141,9 @@ export function readCredentials(flags: NatsAccessFlags): NatsCredentials | undef
       'credentials',
       `${path} is not a polish credentials file (write one with \`polish nats-config\`): ${parsed.error.issues[0]?.path.join('.')}: ${parsed.error.issues[0]?.message}`,
     );
-  // With passwords the file itself is the secret; with NKEYs it holds public keys and paths only
-  // (each seed is checked where it is read), but whoever could change it would choose those paths.
+  // With NKEYs it holds public keys and paths only (each seed is checked where it is read).
   if (Object.values(parsed.data).some((entry) => 'password' in entry))
     refuseSharedSecret(stat, path, 'the credentials file', 'credentials');
-  else refuseUntrusted(stat, path, 'the credentials file', 'credentials');
   return credentialsOf(parsed.data, dirname(resolve(path)), flags);
 }
 

@@ -197,7 +197,7 @@ describe('agent host', () => {
           const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
           if (snapshot) {
             expect(commandLine).toContain('--snapshot-blob');
-            expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/pure\.blob$/);
+            expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
             expect(commandLine.at(-2)).toMatch(/worker-bundle\/nats-client\.mjs$/);
           } else {
             expect(commandLine).not.toContain('--snapshot-blob');

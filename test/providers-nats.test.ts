@@ -118,17 +118,17 @@ describe('real providers in worker processes over NATS', () => {
       for (const request of local.requests)
         expect(String(request.headers.authorization)).not.toContain('sk-openai-not-for-others');
       expect(host.lines).toContain(`polish worker: model for criteria, evaluate: openai:llama-test@${local.url}/v1`);
-      // Each role's workers started from the startup snapshot holding its own model's SDK (and
-      // only that one: scripts/bundle-worker.js builds one per provider), as the host logs it.
+      // Workers that use a model SDK start from the bundle, as the host logs it: the startup
+      // snapshot holds no SDK, and a restored process could not load one.
       const snapshotOf = new Map<string, Set<string>>();
       for (const line of host.lines) {
         const [, role, from] = /^worker \d+ \((\w+)\) started from (.+); \d+ alive$/.exec(line) ?? [];
         if (role && from) snapshotOf.set(role, (snapshotOf.get(role) ?? new Set()).add(from));
       }
       expect(Object.fromEntries([...snapshotOf].map(([role, blobs]) => [role, [...blobs]]))).toEqual({
-        criteria: ['the openai snapshot'],
-        evaluate: ['the openai snapshot'],
-        revise: ['the anthropic snapshot'],
+        criteria: ['the bundle'],
+        evaluate: ['the bundle'],
+        revise: ['the bundle'],
       });
     } finally {
       await stop(host);

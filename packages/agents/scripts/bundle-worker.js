@@ -30,50 +30,40 @@ await build({
 });
 
 // What a snapshot cannot hold, or what a restored process (which has no dynamic import()) could
-// not load later, is replaced by a module that says so. One snapshot per kind of model: the
-// pure one (scripted or no model) holds neither SDK; each provider's holds its own SDK only, so
-// a worker restores just the code its role uses. The host forks the snapshot of the worker's
-// kind (agent-host.ts, workerLaunch); a worker with tracing on forks the bundle.
-const SNAPSHOTS = { pure: [], anthropic: ['anthropic'], openai: ['openai'] };
-const stubbed = (providers) => {
-  const others = ['anthropic', 'openai'].filter((provider) => !providers.includes(provider));
-  const stubbedProviders = others.length > 0 ? `|providers[\\/](${others.join('|')})-provider` : '';
-  return new RegExp(`[\\/]dist[\\/](worker[\\/]nats-client|telemetry-sdk${stubbedProviders})\\.js$`);
-};
-const blobs = {};
-for (const [kind, providers] of Object.entries(SNAPSHOTS)) {
-  const notInSnapshot = stubbed(providers);
-  const entry = `${dist}worker-snapshot/${kind}-entry.cjs`;
-  const snapshot = await build({
-    input: `${dist}worker/snapshot-entry.js`,
-    platform: 'node',
-    logLevel: 'warn',
-    plugins: [
-      {
-        name: 'not-in-snapshot',
-        load: (id) =>
-          notInSnapshot.test(id)
-            ? `const fail = () => { throw new Error('${id.split(/[\\/]/).at(-1)} is not in the worker snapshot'); };\n` +
-              'export { fail as loadNatsClient, fail as createAnthropicProvider, fail as createOpenAICompatibleProvider, fail as startSdk };'
-            : null,
-      },
-    ],
-    // One script: the provider a snapshot holds is inlined where it is imported (no import() at run time).
-    output: { file: entry, format: 'cjs', minify: true, codeSplitting: false },
-  });
-  // The NATS client (and with it node:tls) must load after the restore, never from the snapshot.
-  const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
-  const nats = modules.filter((id) => /@nats-io[\\/]|node:tls|^tls$/.test(id));
-  if (nats.length > 0)
-    throw new Error(`the ${kind} worker snapshot must not hold the NATS client, but it has ${nats.join(', ')}`);
+// not load later, is replaced by a module that says so: the host forks the snapshot only for
+// workers that need none of it (agent-host.ts, workerLaunch). A snapshot per provider SDK was
+// tried and measured: no faster than the bundle, and 20 MB more to install (docs/benchmarks.md).
+const NOT_IN_SNAPSHOT =
+  /[\\/]dist[\\/](worker[\\/]nats-client|providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+const entry = `${dist}worker-snapshot/snapshot-entry.cjs`;
+const snapshot = await build({
+  input: `${dist}worker/snapshot-entry.js`,
+  platform: 'node',
+  logLevel: 'warn',
+  plugins: [
+    {
+      name: 'not-in-snapshot',
+      load: (id) =>
+        NOT_IN_SNAPSHOT.test(id)
+          ? `const fail = () => { throw new Error('${id.split(/[\\/]/).at(-1)} is not in the worker snapshot'); };\n` +
+            'export { fail as loadNatsClient, fail as createAnthropicProvider, fail as createOpenAICompatibleProvider, fail as startSdk };'
+          : null,
+    },
+  ],
+  output: { file: entry, format: 'cjs', minify: true, codeSplitting: false },
+});
+// The NATS client (and with it node:tls) must load after the restore, never from the snapshot.
+const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
+const nats = modules.filter((id) => /@nats-io[\\/]|node:tls|^tls$/.test(id));
+if (nats.length > 0)
+  throw new Error(`the worker snapshot must not hold the NATS client, but it has ${nats.join(', ')}`);
 
-  const blob = `${dist}worker-snapshot/${kind}.blob`;
-  const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], { encoding: 'utf8' });
-  if (built.status !== 0) throw new Error(`building the ${kind} worker snapshot failed:\n${built.stderr}`);
-  blobs[kind] = `${kind}.blob`;
-}
-// A blob only starts the Node that built it: the host checks this before using it.
-writeFileSync(
-  `${dist}worker-snapshot/snapshots.json`,
-  `${JSON.stringify({ node: process.version, blobs }, null, 2)}\n`,
-);
+const blob = `${dist}worker-snapshot/worker.blob`;
+const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], { encoding: 'utf8' });
+if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
+// The script was only the snapshot's input: workers never read it.
+rmSync(entry);
+// A blob starts only the Node, platform and architecture that built it: the host checks these
+// before using it (an installed package may run elsewhere than where it was built).
+const builtFor = { node: process.version, platform: process.platform, arch: process.arch };
+writeFileSync(`${dist}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);

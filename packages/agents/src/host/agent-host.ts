@@ -155,32 +155,31 @@ function workerEnvironment(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
 interface WorkerLaunch {
   modulePath: string;
   execArgv: string[];
-  /** What it starts from, for the host's log: `the openai snapshot`, `the bundle`, `the modules`. */
+  /** What it starts from, for the host's log: the startup snapshot, the bundle or the modules. */
   from: string;
 }
 
 const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 
 /**
- * How to start a worker: from the build's startup snapshot of its kind of model (see
- * scripts/bundle-worker.js: one holding no SDK, one per provider SDK) when there is one for this
- * very Node (a blob starts only the version that built it) and tracing is off (a restored process
- * has no dynamic import() to load the tracing SDK with); else the bundled entry (it boots faster
- * than the plain modules); else the plain module.
+ * How to start a worker: from the build's startup snapshot when there is one for this very Node,
+ * platform and architecture (a blob starts only what built it) and the worker needs nothing that
+ * a restored process cannot load later (a model SDK, the tracing SDK: it has no dynamic
+ * import()); else the bundled entry (it boots faster than the plain modules); else the plain
+ * module.
  */
 function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snapshot: boolean): WorkerLaunch {
+  const blob = dist('worker-snapshot/worker.blob');
   const natsModule = dist('worker-bundle/nats-client.mjs');
-  const manifest = dist('worker-snapshot/snapshots.json');
-  if (snapshot && !telemetryConfigured(environment) && existsSync(manifest) && existsSync(natsModule)) {
-    const built = JSON.parse(readFileSync(manifest, 'utf8')) as { node?: string; blobs?: Record<string, string> };
-    const kind = model.provider === 'scripted' || model.provider === 'none' ? 'pure' : model.provider;
-    const blob = built.blobs?.[kind] && dist(`worker-snapshot/${built.blobs[kind]}`);
+  const pure = model.provider === 'scripted' || model.provider === 'none';
+  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob) && existsSync(natsModule)) {
+    const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as Record<string, string>;
     // The script argument is the NATS client module, which the restored worker loads by its path.
-    if (built.node === process.version && blob && existsSync(blob))
+    if (built.node === process.version && built.platform === process.platform && built.arch === process.arch)
       return {
         modulePath: natsModule,
         execArgv: [...process.execArgv, '--snapshot-blob', blob],
-        from: `the ${kind} snapshot`,
+        from: 'the startup snapshot',
       };
   }
   const bundled = dist('worker-bundle/worker-entry.mjs');

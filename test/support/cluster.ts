@@ -28,7 +28,7 @@ export interface NatsCluster {
 }
 
 /** Ports the OS reports free right now (all held at once, so they differ), released for the caller to bind. */
-async function freePorts(count: number): Promise<number[]> {
+export async function freePorts(count: number): Promise<number[]> {
   const servers = await Promise.all(
     Array.from(
       { length: count },

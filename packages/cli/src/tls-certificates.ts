@@ -125,8 +125,9 @@ export function issueCertificates(serverNames: readonly string[], clientNames: r
       'keyUsage=critical,digitalSignature',
       `extendedKeyUsage=${usage}`,
     ];
+    // clientAuth too: in a cluster each node dials its routes as a client with this certificate.
     const server = issue(work, 'server', `/CN=${serverNames[0] ?? 'localhost'}`, [
-      ...leaf('serverAuth'),
+      ...leaf('serverAuth,clientAuth'),
       `subjectAltName=${altNames}`,
     ]);
     const clients = Object.fromEntries(

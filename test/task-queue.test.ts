@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { stringify as toYaml } from 'yaml';
-import { createRunClient, type RunClient } from '@polish/orchestrator';
-import { eventsSubject, type RunEvent } from '@polish/protocol';
+import { createRunClient, openTaskQueue, type RunClient } from '@polish/orchestrator';
+import { eventsSubject, taskQueueOf, type RunEvent } from '@polish/protocol';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { polish } from './support/cli.js';
 import { startHost, startPolish, stop, workerArgs, type WatchedProcess } from './support/processes.js';
@@ -234,4 +234,29 @@ describe('task queues: a busy swarm waits for workers instead of failing', () =>
       await stop(host);
     }
   }, 180_000);
+
+  it('a model lane nobody pulls from is removed by NATS after its idle time, and its next task makes it again', async () => {
+    // A prefix of its own: the lane's stream and consumer are this test's alone.
+    const queue = await openTaskQueue(nats.connection, { prefix: 'idle-lanes', laneIdleMs: 1_000 });
+    const { stream, consumer } = taskQueueOf('evaluate', 'scripted_idle-judge', 'idle-lanes');
+    const removed = new Promise<void>((resolve) => {
+      const advisory = nats.connection.subscribe(`$JS.EVENT.ADVISORY.CONSUMER.DELETED.${stream}.${consumer}`, {
+        callback: () => {
+          advisory.unsubscribe();
+          resolve();
+        },
+      });
+    });
+    await nats.connection.flush();
+    await queue.openLane('evaluate', 'scripted_idle-judge');
+    expect((await queue.manager.consumers.info(stream, consumer)).config.inactive_threshold).toBe(1_000 * 1_000_000);
+    await removed;
+    await expect(queue.manager.consumers.info(stream, consumer)).rejects.toThrow(/not found/);
+    // The lane's next task finds it gone and makes it again (no orchestrator restart needed).
+    await queue.openLane('evaluate', 'scripted_idle-judge');
+    expect((await queue.manager.consumers.info(stream, consumer)).name).toBe(consumer);
+    // A role's own queue is never removed for idleness.
+    const own = taskQueueOf('evaluate', undefined, 'idle-lanes');
+    expect((await queue.manager.consumers.info(own.stream, own.consumer)).config.inactive_threshold ?? 0).toBe(0);
+  });
 });

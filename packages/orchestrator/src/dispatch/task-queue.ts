@@ -34,6 +34,12 @@ export interface TaskQueueOptions {
   leaseMs?: number;
   /** Deliveries of a task before it fails (a command critique is delivered once). Default 3. */
   maxDeliver?: number;
+  /**
+   * How long a model lane may go with no worker pulling from it before NATS removes its
+   * consumer (lanes come and go with the judge models runs name; the next task of a removed lane
+   * makes it again). Default 24 h.
+   */
+  laneIdleMs?: number;
 }
 
 /** The task queue of a deployment: its streams and one durable pull consumer per role. */
@@ -48,7 +54,7 @@ export interface TaskQueue {
   maxDeliverOf(role: TaskRole): number;
   /** Each role's figures: waiting tasks, the oldest's age, workers pulling, tasks in hand. */
   stats(roles?: readonly TaskRole[]): Promise<QueueStats[]>;
-  /** Makes a model lane of a role ready for tasks: its consumer, made when missing (once per queue). */
+  /** Makes a model lane of a role ready for a task: its consumer, made when missing (checked for each task). */
   openLane(role: TaskRole, lane: string): Promise<void>;
   /** The same figures for queues that may be lanes. */
   statsOf(queues: readonly QueueRef[]): Promise<QueueStats[]>;
@@ -62,6 +68,7 @@ export interface QueueRef {
 
 const NANOS = 1_000_000;
 const DEFAULT_LEASE_MS = 30_000;
+const DEFAULT_LANE_IDLE_MS = 24 * 3_600_000;
 
 /** The configuration of a role's consumer, or of one of its lanes'. */
 export function consumerConfig(
@@ -70,9 +77,12 @@ export function consumerConfig(
   leaseMs: number,
   maxDeliver: number,
   lane?: string,
+  laneIdleMs = DEFAULT_LANE_IDLE_MS,
 ): Partial<ConsumerConfig> {
   const queue = taskQueueOf(role, lane, prefix);
   return {
+    // A role's own consumer stays; a lane's goes once nobody has pulled from it for a while.
+    ...(lane === undefined ? {} : { inactive_threshold: laneIdleMs * NANOS }),
     durable_name: queue.consumer,
     filter_subject: queue.subject,
     ack_policy: AckPolicy.Explicit,
@@ -95,12 +105,13 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
   const replicas = options.replicas ?? 1;
   const leaseMs = options.leaseMs ?? DEFAULT_LEASE_MS;
   const maxDeliver = options.maxDeliver ?? 3;
+  const laneIdleMs = options.laneIdleMs ?? DEFAULT_LANE_IDLE_MS;
   const names = wireNames(prefix);
   const manager = await jetstreamManager(connection);
   for (const spec of queueStreamSpecs(prefix)) await ensureStream(manager, spec, replicas);
   const ensureConsumer = async (role: TaskRole, lane?: string) => {
     const stream = taskQueueOf(role, lane, prefix).stream;
-    const config = consumerConfig(role, prefix, leaseMs, maxDeliver, lane);
+    const config = consumerConfig(role, prefix, leaseMs, maxDeliver, lane, laneIdleMs);
     const name = config.durable_name as string;
     const info = await manager.consumers.info(stream, name).catch((error: unknown) => {
       if (/not found/i.test(String((error as Error)?.message)) || (error as { code?: unknown })?.code === 10014)
@@ -118,13 +129,15 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
       await manager.consumers.update(stream, name, {
         ack_wait: config.ack_wait,
         max_deliver: config.max_deliver,
+        ...(config.inactive_threshold === undefined ? {} : { inactive_threshold: config.inactive_threshold }),
       });
     }
   };
   for (const role of TaskRoleSchema.options) await ensureConsumer(role);
-  // A lane's consumer is made when its first task is sent (lanes are not known in advance);
-  // its workers wait for it until then.
-  const lanes = new Map<string, Promise<void>>();
+  // A lane's consumer is made when its first task is sent (lanes are not known in advance), and
+  // checked again for each task (NATS removes an idle one); its workers wait for it until then.
+  // Tasks of one lane sent at once share one check.
+  const checking = new Map<string, Promise<void>>();
   return {
     js: jetstream(connection),
     manager,
@@ -135,14 +148,12 @@ export async function openTaskQueue(connection: NatsConnection, options: TaskQue
     stats: (roles = TaskRoleSchema.options) => readQueueStats(manager, prefix, roles),
     openLane(role, lane) {
       const key = taskQueueOf(role, lane, prefix).subject;
-      let opening = lanes.get(key);
-      if (!opening) {
-        opening = ensureConsumer(role, lane);
-        lanes.set(key, opening);
-        // A failure is not kept: the next task tries again.
-        opening.catch(() => lanes.delete(key));
+      let check = checking.get(key);
+      if (!check) {
+        check = ensureConsumer(role, lane).finally(() => checking.delete(key));
+        checking.set(key, check);
       }
-      return opening;
+      return check;
     },
     statsOf: (queues) => Promise.all(queues.map((queue) => readOneQueue(manager, prefix, queue))),
   };

@@ -15,6 +15,7 @@ import { polish } from './support/cli.js';
 import { freePorts } from './support/cluster.js';
 import { DEMO, demoRunOnNatsArgs } from './support/demo.js';
 import { startHost, stop } from './support/processes.js';
+import { watchLog, type LogWatch } from './support/log-watch.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-cluster-tls-'));
 
@@ -59,46 +60,19 @@ function nodeConfig(
   return path;
 }
 
-/** A node of the test: its server and its log, with a wait for a line of it. */
-interface Node {
+/** A node of the test: its server and its log. */
+interface Node extends Pick<LogWatch, 'mark' | 'logged'> {
   server: EmbeddedNats;
-  /** How much it has logged: a mark to wait from. */
-  mark(): number;
-  /** Resolves with the first line logged after `from` (so far or later) matching `pattern`; fails after 20 s, showing the log. */
-  logged(pattern: RegExp, from?: number): Promise<string>;
 }
 
 async function startNode(name: string, config: string): Promise<Node> {
-  let log = '';
-  const waiters = new Set<() => void>();
+  const log = watchLog(name);
   const server = await startNatsServer({
     storeDir: join(scratch, `${name}-store`),
     configFile: config,
-    onLog: (text) => {
-      log += text;
-      for (const check of [...waiters]) check();
-    },
+    onLog: (text) => log.append(text),
   });
-  const logged = (pattern: RegExp, from = 0) =>
-    new Promise<string>((resolve, reject) => {
-      const check = () => {
-        const line = log
-          .slice(from)
-          .split('\n')
-          .find((candidate) => pattern.test(candidate));
-        if (line === undefined) return;
-        waiters.delete(check);
-        clearTimeout(timer);
-        resolve(line);
-      };
-      const timer = setTimeout(() => {
-        waiters.delete(check);
-        reject(new Error(`${name} logged no line matching ${pattern}:\n${log}`));
-      }, 20_000);
-      waiters.add(check);
-      check();
-    });
-  return { server, mark: () => log.length, logged };
+  return { server, mark: log.mark, logged: log.logged };
 }
 
 let ours: Awaited<ReturnType<typeof deployment>>;

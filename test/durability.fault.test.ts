@@ -72,35 +72,52 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
     await nats.stop();
   });
 
-  it('orchestrator killed while a wave is in flight: a new one resumes, same result, finished waves not paid twice', async () => {
-    const held = heldScript();
-    const host = await startHost(nats.server.url, ['--pool', '2', '--script', held.script]);
-    const first = await startServe(nats.server.url, 'resumer');
+  /**
+   * Submits `spec` to a `polish serve` named `id`, kills it with SIGKILL once `holder` has taken
+   * an evaluation (held until `held.release()`), starts another under the same id, which must
+   * resume the run, then releases the evaluation and returns the run once it has finished.
+   */
+  async function killedWhileEvaluating(
+    id: string,
+    spec: Parameters<RunClient['submit']>[0],
+    holder: WatchedProcess,
+    held: { release: () => void },
+  ) {
+    const first = await startServe(nats.server.url, id);
     try {
       const runId = randomUUID();
       const finished = finishedEvent(nats.connection, runId);
-      await client.submit(DEMO_SPEC, runId);
-      await host.waitFor(/\(evaluate\) took task/);
+      await client.submit(spec, runId);
+      await holder.waitFor(/\(evaluate\) took task/);
       first.child.kill('SIGKILL');
       await first.exited;
-      const second = await startServe(nats.server.url, 'resumer');
+      const second = await startServe(nats.server.url, id);
       try {
         expect(second.lines.join('\n')).toContain(`resumed 1 unfinished run(s): ${runId}`);
         held.release();
         await finished;
-        const run = await client.status(runId);
-        expect(run.status).toBe('CONVERGED');
-        expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
-        // Wave 1 had finished before the crash: its model call is not made again.
-        expect(took(host, 'criteria')).toBe(1);
-        expect(took(host, 'revise')).toBe(2);
-        // The evaluation in flight may be asked again (its answer never reached an orchestrator).
-        expect(took(host, 'evaluate')).toBeLessThanOrEqual(4);
+        return await client.status(runId);
       } finally {
         await stop(second);
       }
     } finally {
       await stop(first);
+    }
+  }
+
+  it('orchestrator killed while a wave is in flight: a new one resumes, same result, finished waves not paid twice', async () => {
+    const held = heldScript();
+    const host = await startHost(nats.server.url, ['--pool', '2', '--script', held.script]);
+    try {
+      const run = await killedWhileEvaluating('resumer', DEMO_SPEC, host, held);
+      expect(run.status).toBe('CONVERGED');
+      expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
+      // Wave 1 had finished before the crash: its model call is not made again.
+      expect(took(host, 'criteria')).toBe(1);
+      expect(took(host, 'revise')).toBe(2);
+      // The evaluation in flight may be asked again (its answer never reached an orchestrator).
+      expect(took(host, 'evaluate')).toBeLessThanOrEqual(4);
+    } finally {
       await stop(host);
     }
   });
@@ -128,31 +145,16 @@ describe('durable runs: fault tests (real processes, kill -9)', () => {
       '--script',
       `${demo}/script.yaml`,
     ]);
-    const first = await startServe(nats.server.url, 'lane-resumer');
     try {
-      const runId = randomUUID();
-      const finished = finishedEvent(nats.connection, runId);
-      await client.submit({ ...DEMO_SPEC, judges: 1, judge_models: [judgeModel] }, runId);
-      await laneHost.waitFor(/\(evaluate\) took task/);
-      first.child.kill('SIGKILL');
-      await first.exited;
-      const second = await startServe(nats.server.url, 'lane-resumer');
-      try {
-        expect(second.lines.join('\n')).toContain(`resumed 1 unfinished run(s): ${runId}`);
-        held.release();
-        await finished;
-        const run = await client.status(runId);
-        expect(run.status).toBe('CONVERGED');
-        expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
-        // Every evaluation, before and after the resume, was the lane's: none reached the plain queue.
-        expect(took(laneHost, 'evaluate')).toBeGreaterThanOrEqual(3);
-        expect(took(plainHost, 'evaluate')).toBe(0);
-        expect(took(plainHost, 'criteria')).toBe(1);
-      } finally {
-        await stop(second);
-      }
+      const spec = { ...DEMO_SPEC, judges: 1, judge_models: [judgeModel] };
+      const run = await killedWhileEvaluating('lane-resumer', spec, laneHost, held);
+      expect(run.status).toBe('CONVERGED');
+      expect(runOutcome(run.result as RunResult)).toEqual(runOutcome(undisturbed));
+      // Every evaluation, before and after the resume, was the lane's: none reached the plain queue.
+      expect(took(laneHost, 'evaluate')).toBeGreaterThanOrEqual(3);
+      expect(took(plainHost, 'evaluate')).toBe(0);
+      expect(took(plainHost, 'criteria')).toBe(1);
     } finally {
-      await stop(first);
       await stop(laneHost);
       await stop(plainHost);
     }

@@ -13,6 +13,7 @@ import { encode, fromSeed } from '@nats-io/nkeys';
 import { startNatsServer, type EmbeddedNats } from '@polish/cli';
 import { polish, REPO } from './support/cli.js';
 import { startPolish, stop } from './support/processes.js';
+import { watchLog } from './support/log-watch.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'polish-tls-'));
 
@@ -54,30 +55,8 @@ let ours: Deployment;
 let theirs: Deployment;
 let server: EmbeddedNats;
 let port: number;
-let serverLog = '';
-const logWaiters = new Set<() => void>();
-
-/** Resolves once the server has logged a line matching `pattern` after `from` (its log's length then); fails after 10 s. */
-function serverLogs(pattern: RegExp, from: number): Promise<string> {
-  return new Promise((resolve, reject) => {
-    const check = () => {
-      const line = serverLog
-        .slice(from)
-        .split('\n')
-        .find((candidate) => pattern.test(candidate));
-      if (line === undefined) return;
-      logWaiters.delete(check);
-      clearTimeout(timer);
-      resolve(line);
-    };
-    const timer = setTimeout(() => {
-      logWaiters.delete(check);
-      reject(new Error(`the server logged no line matching ${pattern}:\n${serverLog.slice(from)}`));
-    }, 10_000);
-    logWaiters.add(check);
-    check();
-  });
-}
+/** The server's log: a TLS refusal shows there. */
+const serverLog = watchLog('the server', 10_000);
 
 /** TLS options of `principal` in a deployment: the CA, and the principal's own certificate. */
 const tlsOf = (of: Deployment, principal: string) => ({
@@ -108,10 +87,7 @@ beforeAll(async () => {
   server = await startNatsServer({
     storeDir: join(scratch, 'ours-js'),
     configFile: ours.config,
-    onLog: (text) => {
-      serverLog += text;
-      for (const check of [...logWaiters]) check();
-    },
+    onLog: (text) => serverLog.append(text),
   });
   port = Number(new URL(server.url).port);
 });
@@ -150,7 +126,7 @@ describe('a NATS of `polish nats-config --nkeys --mtls`', () => {
     let received = '';
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     socket.on('error', () => undefined);
-    const from = serverLog.length;
+    const from = serverLog.mark();
     socket.on('data', (chunk: Buffer) => {
       const first = received === '';
       received += chunk.toString('latin1');
@@ -160,27 +136,27 @@ describe('a NATS of `polish nats-config --nkeys --mtls`', () => {
     // The server said, in its greeting, that TLS is required, and never took the plaintext CONNECT.
     expect(received).toMatch(/^INFO \{.*"tls_required":true/);
     expect(received).not.toContain('PONG');
-    expect(await serverLogs(/TLS handshake error/, from)).toMatch(/does not look like a TLS handshake/);
+    expect(await serverLog.logged(/TLS handshake error/, from)).toMatch(/does not look like a TLS handshake/);
   });
 
   it('refuses a client without a certificate (mutual TLS)', async () => {
-    const from = serverLog.length;
+    const from = serverLog.mark();
     const outcome = await attempt({
       authenticator: nkeyAuthenticator(ours.seed('evaluate')),
       tls: { caFile: tlsOf(ours, 'evaluate').caFile },
     });
     expect(outcome).not.toBe('connected');
-    expect(await serverLogs(/TLS handshake error/, from)).toMatch(/didn't provide a certificate/);
+    expect(await serverLog.logged(/TLS handshake error/, from)).toMatch(/didn't provide a certificate/);
   });
 
   it('refuses a client certificate signed by another CA', async () => {
-    const from = serverLog.length;
+    const from = serverLog.mark();
     const outcome = await attempt({
       authenticator: nkeyAuthenticator(ours.seed('evaluate')),
       tls: { ...tlsOf(theirs, 'evaluate'), caFile: tlsOf(ours, 'evaluate').caFile },
     });
     expect(outcome).not.toBe('connected');
-    expect(await serverLogs(/TLS handshake error/, from)).toMatch(/unknown authority/);
+    expect(await serverLog.logged(/TLS handshake error/, from)).toMatch(/unknown authority/);
   });
 
   it('a client refuses a server whose certificate another CA signed', async () => {

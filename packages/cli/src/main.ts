@@ -153,6 +153,14 @@ modelOptions(
       )
       .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
       .option(
+        '--no-background-boots',
+        'boot replacement workers at normal priority (default: at the lowest until ready or a task waits for them; Linux, needs CAP_SYS_NICE)',
+      )
+      .option(
+        '--boot-concurrency <n>',
+        'worker processes booting at once (default: the cores with background boots, else one less)',
+      )
+      .option(
         '--allow-unsandboxed',
         'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
       )

@@ -83,19 +83,11 @@ try {
   figures.natsP50 = median(natsSamples);
   log(`nats request p50 ${ms(figures.natsP50)}`);
 
-  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process and with --reuse.
-  for (const [mode, reuse, samples] of [
-    ['one task per process (default)', 1, QUICK ? 20 : 100],
-    ['--reuse 1000', 1000, QUICK ? 200 : 1000],
-  ]) {
-    section = `hop latency, ${mode}`;
-    const host = await startHostProcess({
-      natsUrl: server.url,
-      roles: ['evaluate'],
-      pool: 2,
-      reuse,
-      script: scriptPath,
-    });
+  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process (with
+  // and without background boots) and with --reuse. The two strict modes are measured in turns, in
+  // rounds, so that a change in the machine's other load falls on both alike.
+  const hopOf = async (flags, reuse, samples) => {
+    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 2, reuse, script: scriptPath, flags });
     const hops = [];
     for (let index = 0; index < samples; index += 1) {
       await host.warm('evaluate');
@@ -103,13 +95,34 @@ try {
       await host.taken(index + 1);
     }
     await host.stop();
+    return hops;
+  };
+  const rounds = QUICK ? 1 : 4;
+  const strictModes = [
+    { key: 'Background', name: 'background boots (default)', flags: [] },
+    { key: 'Foreground', name: '--no-background-boots', flags: ['--no-background-boots'] },
+  ];
+  const strictHops = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+  for (let round = 0; round < rounds; round += 1) {
+    section = `hop latency, strict, round ${round + 1}`;
+    for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+      strictHops[mode.key].push(...(await hopOf(mode.flags, 1, (QUICK ? 20 : 200) / rounds)));
+  }
+  section = 'hop latency, --reuse 1000';
+  const hopSets = [
+    ...strictModes.map((mode) => [`one task per process, ${mode.name}`, `hop${mode.key}`, strictHops[mode.key]]),
+    ['--reuse 1000', 'hopReuse', await hopOf([], 1000, QUICK ? 200 : 1000)],
+  ];
+  for (const [mode, key, hops] of hopSets) {
     const p50 = median(hops);
     const p99 = quantile(hops, 0.99);
-    figures[reuse === 1 ? 'hopDefault' : 'hopReuse'] = p50;
+    figures[key] = p50;
+    figures[`${key}P99`] = p99;
     rows.push([`hop p50, ${mode}`, ms(p50), `${(p50 / figures.natsP50).toFixed(1)}× a bare NATS request`]);
     rows.push([`hop p99, ${mode}`, ms(p99), '']);
     log(`hop ${mode}: p50 ${ms(p50)} p99 ${ms(p99)}`);
   }
+  figures.hopDefault = figures.hopBackground;
   rows.unshift(['NATS request on loopback (floor of a hop), p50', ms(figures.natsP50), '1×']);
 
   // 3. Worker boot (spawn → ready) and idle RSS, one worker at a time. The floors: a bare `node -e 0`
@@ -187,15 +200,11 @@ try {
       `steps ${JSON.stringify(b)}, rss ${figures.rss.toFixed(1)} MB`,
   );
 
-  // 4. Sustained tasks per second, one task per process: every task costs a process boot.
-  for (const [mode, reuse] of [
-    ['one task per process (default)', 1],
-    ['--reuse 1000', 1000],
-  ]) {
-    section = `sustained, ${mode}`;
+  // 4. Sustained tasks per second, one task per process (every task costs a process boot; with and
+  // without background boots, in turns), and with --reuse.
+  const sustain = async (flags, reuse, total) => {
     const pool = 4;
-    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool, reuse, script: scriptPath });
-    const total = QUICK ? 40 : reuse === 1 ? 200 : 2000;
+    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool, reuse, script: scriptPath, flags });
     let next = 0;
     // CPU of everything a task takes: this process (the orchestrator's dispatcher), the host and
     // its workers (those that exited in between included), and nats-server.
@@ -213,20 +222,51 @@ try {
     );
     const cpuAfter = cpu();
     await host.stop();
-    const perSecond = total / (elapsed / 1000);
+    const used = Object.fromEntries(Object.keys(cpuAfter).map((part) => [part, cpuAfter[part] - cpuBefore[part]]));
+    return { total, elapsed, used };
+  };
+  /** Tasks a second and CPU per task of several runs of `sustain` together. */
+  const rate = (runs) => {
+    const total = runs.reduce((sum, run) => sum + run.total, 0);
+    const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
     const perTask = Object.fromEntries(
-      Object.keys(cpuAfter).map((part) => [part, (cpuAfter[part] - cpuBefore[part]) / total]),
+      ['orchestrator', 'host', 'nats'].map((part) => [part, runs.reduce((sum, run) => sum + run.used[part], 0) / total]),
     );
     perTask.total = perTask.orchestrator + perTask.host + perTask.nats;
-    figures[reuse === 1 ? 'tpsDefault' : 'tpsReuse'] = perSecond;
-    figures[reuse === 1 ? 'cpuDefault' : 'cpuReuse'] = perTask;
-    log(`sustained ${mode}: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+    return { perSecond: total / (elapsed / 1000), perTask };
+  };
+  const strictRuns = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+  for (let round = 0; round < rounds; round += 1) {
+    section = `sustained, strict, round ${round + 1}`;
+    for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+      strictRuns[mode.key].push(await sustain(mode.flags, 1, (QUICK ? 40 : 400) / rounds));
   }
+  for (const mode of strictModes) {
+    const { perSecond, perTask } = rate(strictRuns[mode.key]);
+    figures[`tps${mode.key}`] = perSecond;
+    figures[`cpu${mode.key}`] = perTask;
+    log(`sustained strict, ${mode.name}: ${perSecond.toFixed(1)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+  }
+  section = 'sustained, --reuse 1000';
+  {
+    const { perSecond, perTask } = rate([await sustain([], 1000, QUICK ? 40 : 2000)]);
+    figures.tpsReuse = perSecond;
+    figures.cpuReuse = perTask;
+    log(`sustained --reuse 1000: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+  }
+  figures.tpsDefault = figures.tpsBackground;
+  figures.cpuDefault = figures.cpuBackground;
   const cpuSeconds = (perTask) => `${(perTask.total / 1000).toFixed(4)} CPU-s`;
   const cpuParts = (perTask) =>
     `orchestrator ${ms(perTask.orchestrator)}, host + workers ${ms(perTask.host)}, nats-server ${ms(perTask.nats)}`;
-  rows.push(['sustained tasks/s, one task per process (default)', figures.tpsDefault.toFixed(0), '']);
-  rows.push(['… CPU per task, one task per process', cpuSeconds(figures.cpuDefault), cpuParts(figures.cpuDefault)]);
+  for (const mode of strictModes) {
+    rows.push([
+      `sustained tasks/s, one task per process, ${mode.name}`,
+      figures[`tps${mode.key}`].toFixed(1),
+      mode.key === 'Background' ? '' : `background boots: ${(figures.tpsBackground / figures.tpsForeground).toFixed(2)}× this`,
+    ]);
+    rows.push([`… CPU per task, ${mode.name}`, cpuSeconds(figures[`cpu${mode.key}`]), cpuParts(figures[`cpu${mode.key}`])]);
+  }
   rows.push([
     'sustained tasks/s, --reuse 1000',
     figures.tpsReuse.toFixed(0),

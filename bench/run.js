@@ -87,7 +87,14 @@ try {
   // and without background boots) and with --reuse. The two strict modes are measured in turns, in
   // rounds, so that a change in the machine's other load falls on both alike.
   const hopOf = async (flags, reuse, samples) => {
-    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 2, reuse, script: scriptPath, flags });
+    const host = await startHostProcess({
+      natsUrl: server.url,
+      roles: ['evaluate'],
+      pool: 2,
+      reuse,
+      script: scriptPath,
+      flags,
+    });
     const hops = [];
     for (let index = 0; index < samples; index += 1) {
       await host.warm('evaluate');
@@ -204,7 +211,14 @@ try {
   // without background boots, in turns), and with --reuse.
   const sustain = async (flags, reuse, total) => {
     const pool = 4;
-    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool, reuse, script: scriptPath, flags });
+    const host = await startHostProcess({
+      natsUrl: server.url,
+      roles: ['evaluate'],
+      pool,
+      reuse,
+      script: scriptPath,
+      flags,
+    });
     let next = 0;
     // CPU of everything a task takes: this process (the orchestrator's dispatcher), the host and
     // its workers (those that exited in between included), and nats-server.
@@ -230,7 +244,10 @@ try {
     const total = runs.reduce((sum, run) => sum + run.total, 0);
     const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
     const perTask = Object.fromEntries(
-      ['orchestrator', 'host', 'nats'].map((part) => [part, runs.reduce((sum, run) => sum + run.used[part], 0) / total]),
+      ['orchestrator', 'host', 'nats'].map((part) => [
+        part,
+        runs.reduce((sum, run) => sum + run.used[part], 0) / total,
+      ]),
     );
     perTask.total = perTask.orchestrator + perTask.host + perTask.nats;
     return { perSecond: total / (elapsed / 1000), perTask };
@@ -263,9 +280,15 @@ try {
     rows.push([
       `sustained tasks/s, one task per process, ${mode.name}`,
       figures[`tps${mode.key}`].toFixed(1),
-      mode.key === 'Background' ? '' : `background boots: ${(figures.tpsBackground / figures.tpsForeground).toFixed(2)}× this`,
+      mode.key === 'Background'
+        ? ''
+        : `background boots: ${(figures.tpsBackground / figures.tpsForeground).toFixed(2)}× this`,
     ]);
-    rows.push([`… CPU per task, ${mode.name}`, cpuSeconds(figures[`cpu${mode.key}`]), cpuParts(figures[`cpu${mode.key}`])]);
+    rows.push([
+      `… CPU per task, ${mode.name}`,
+      cpuSeconds(figures[`cpu${mode.key}`]),
+      cpuParts(figures[`cpu${mode.key}`]),
+    ]);
   }
   rows.push([
     'sustained tasks/s, --reuse 1000',

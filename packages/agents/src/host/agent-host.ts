@@ -232,8 +232,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const backgroundBoots = (options.backgroundBoots ?? true) && backgroundBootsUnavailable() === undefined;
   // A background boot yields the cores to the answering worker, so every core may boot; without,
   // one core is left for answering.
-  const bootConcurrency =
-    options.bootConcurrency ?? Math.max(1, availableParallelism() - (backgroundBoots ? 0 : 1));
+  const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - (backgroundBoots ? 0 : 1));
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
@@ -269,8 +268,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
    * left over once the tasks waiting are taken.
    */
   const awaited = (role: TaskRole) =>
-    [...slots.values()].filter((slot) => slot.role === role && slot.phase === 'idle').length <=
-    (queued.get(role) ?? 0);
+    [...slots.values()].filter((slot) => slot.role === role && slot.phase === 'idle').length <= (queued.get(role) ?? 0);
 
   const raise = (slot: WorkerSlot, why: 'ready' | 'awaited') => {
     if (!slot.low) return;
@@ -284,7 +282,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const balance = () => {
     if (stopping) return;
     // A reserve that a task now waits for is on the critical path: it boots at full speed.
-    for (const slot of slots.values()) if (slot.low && slot.phase === 'booting' && awaited(slot.role)) raise(slot, 'awaited');
+    for (const slot of slots.values())
+      if (slot.low && slot.phase === 'booting' && awaited(slot.role)) raise(slot, 'awaited');
     const plan = chooseBoots(loads(), { pool, free: maxWorkers - slots.size, bootSlots: bootConcurrency - booting });
     for (const role of plan.boot) spawnWorker(role);
     // One at a time: the place of a worker that is leaving is not free yet, but it is spoken for.

@@ -39,7 +39,10 @@ export function backgroundBootsUnavailable(): string | undefined {
   const limit = /^Max nice priority\s+(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'))?.[1];
   const reach = limit === 'unlimited' ? -20 : 20 - Number(limit ?? 0);
   if (reach <= getPriority()) return undefined;
-  return 'raising a worker back to normal priority needs root, CAP_SYS_NICE or `ulimit -e` of at least ' + String(20 - getPriority());
+  return (
+    'raising a worker back to normal priority needs root, CAP_SYS_NICE or `ulimit -e` of at least ' +
+    String(20 - getPriority())
+  );
 }
 
 /** Whether worker autogroups are reniced: autogroups are on and this process may change them unthrottled. */
@@ -97,7 +100,6 @@ export function setWorkerNice(pid: number, nice: number): void {
     // Gone meanwhile.
   }
 }
-
 
 /** The nice value of a process's (main thread's) scheduling, from /proc/<pid>/stat, or undefined once it is gone. */
 export function niceOf(pid: number): number | undefined {

@@ -83,10 +83,14 @@ try {
   figures.natsP50 = median(natsSamples);
   log(`nats request p50 ${ms(figures.natsP50)}`);
 
-  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process (with
-  // and without background boots) and with --reuse. The two strict modes are measured in turns, in
-  // rounds, so that a change in the machine's other load falls on both alike.
-  const hopOf = async (flags, reuse, samples) => {
+  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process and
+  // with --reuse. Strict is measured two ways: back to back (the next task is sent as soon as a
+  // worker is ready, so the host is always booting, as fast as it can: the rate is bound by boots),
+  // and with the pool full (the next task is sent once the replacement of the last is ready: the
+  // replacement's boot runs while the next worker answers, which is what background boots are
+  // for). Each in every mode of booting, in turns and rounds, so that a change in the machine's
+  // other load falls on all alike.
+  const hopOf = async (flags, reuse, samples, ahead = 1) => {
     const host = await startHostProcess({
       natsUrl: server.url,
       roles: ['evaluate'],
@@ -97,7 +101,7 @@ try {
     });
     const hops = [];
     for (let index = 0; index < samples; index += 1) {
-      await host.warm('evaluate');
+      await host.warm('evaluate', ahead);
       hops.push(await timeIt(() => dispatcher.dispatch('evaluate', evaluatePayload)));
       await host.taken(index + 1);
     }
@@ -105,21 +109,32 @@ try {
     return hops;
   };
   const rounds = QUICK ? 1 : 4;
+  const cores = cpus().length;
   const strictModes = [
     { key: 'Background', name: 'background boots (default)', flags: [] },
     { key: 'Foreground', name: '--no-background-boots', flags: ['--no-background-boots'] },
+    {
+      key: 'BackgroundAll',
+      name: `background boots, --boot-concurrency ${cores}`,
+      flags: ['--boot-concurrency', String(cores)],
+    },
   ];
-  const strictHops = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
-  for (let round = 0; round < rounds; round += 1) {
-    section = `hop latency, strict, round ${round + 1}`;
-    for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
-      strictHops[mode.key].push(...(await hopOf(mode.flags, 1, (QUICK ? 20 : 200) / rounds)));
+  const hopSets = [];
+  for (const [pacing, ahead, samples] of [
+    ['back to back', 1, QUICK ? 20 : 200],
+    ['pool full', 2, QUICK ? 10 : 100],
+  ]) {
+    const hops = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+    for (let round = 0; round < rounds; round += 1) {
+      section = `hop latency, strict, ${pacing}, round ${round + 1}`;
+      for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+        hops[mode.key].push(...(await hopOf(mode.flags, 1, samples / rounds, ahead)));
+    }
+    for (const mode of strictModes)
+      hopSets.push([`strict, ${pacing}, ${mode.name}`, `hop${mode.key}${ahead === 1 ? '' : 'Full'}`, hops[mode.key]]);
   }
   section = 'hop latency, --reuse 1000';
-  const hopSets = [
-    ...strictModes.map((mode) => [`one task per process, ${mode.name}`, `hop${mode.key}`, strictHops[mode.key]]),
-    ['--reuse 1000', 'hopReuse', await hopOf([], 1000, QUICK ? 200 : 1000)],
-  ];
+  hopSets.push(['--reuse 1000', 'hopReuse', await hopOf([], 1000, QUICK ? 200 : 1000)]);
   for (const [mode, key, hops] of hopSets) {
     const p50 = median(hops);
     const p99 = quantile(hops, 0.99);
@@ -278,11 +293,11 @@ try {
     `orchestrator ${ms(perTask.orchestrator)}, host + workers ${ms(perTask.host)}, nats-server ${ms(perTask.nats)}`;
   for (const mode of strictModes) {
     rows.push([
-      `sustained tasks/s, one task per process, ${mode.name}`,
+      `sustained tasks/s, strict, ${mode.name}`,
       figures[`tps${mode.key}`].toFixed(1),
-      mode.key === 'Background'
+      mode.key === 'Foreground'
         ? ''
-        : `background boots: ${(figures.tpsBackground / figures.tpsForeground).toFixed(2)}× this`,
+        : `${(figures[`tps${mode.key}`] / figures.tpsForeground).toFixed(2)}× --no-background-boots`,
     ]);
     rows.push([
       `… CPU per task, ${mode.name}`,

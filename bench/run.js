@@ -2,7 +2,7 @@
 // Every figure is measured here, now; ratios compare figures from this same run.
 import { fork, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
@@ -15,6 +15,8 @@ import { measureReviseCost } from './revise-cost.js';
 import { ownCpuMs, treeCpuMs, waitedChildrenCpuMs } from './cpu.js';
 
 const QUICK = process.argv.includes('--quick');
+// The machine's other load changes the wall figures: the page says what it was.
+const loadAtStart = loadavg()[0];
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-bench-'));
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
@@ -455,7 +457,8 @@ if (!QUICK) {
   writeFileSync(
     `${REPO}docs/benchmarks.md`,
     `# Benchmarks\n\nProduced by \`pnpm bench\` (\`node bench/run.js\` after a build) on ${new Date().toISOString().slice(0, 10)}: ` +
-      `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1. ` +
+      `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1; load average ` +
+      `${loadAtStart.toFixed(1)} when it began, ${loadavg()[0].toFixed(1)} when it ended. ` +
       'All figures come from the same run; ratios compare figures of that run. The model is the instant scripted one, ' +
       'so these are the costs of the runtime itself, not of any LLM.\n\n' +
       `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}\n${reviseCost.markdown}${scale ? `\n${scale}` : ''}`,

@@ -158,7 +158,7 @@ modelOptions(
       )
       .option(
         '--boot-concurrency <n>',
-        'worker processes booting at once (default: the cores with background boots, else one less)',
+        'worker processes booting at once (default: one less than the cores, at least 1)',
       )
       .option(
         '--allow-unsandboxed',

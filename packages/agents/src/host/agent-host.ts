@@ -60,7 +60,7 @@ export interface AgentHostOptions {
    * soon as a task would wait for it; it takes no task before. Default true.
    */
   backgroundBoots?: boolean;
-  /** Worker processes booting at once. Default: the cores with background boots, else one less; at least 1. */
+  /** Worker processes booting at once. Default: one less than the cores, at least 1. */
   bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
@@ -230,9 +230,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const backgroundBoots = (options.backgroundBoots ?? true) && backgroundBootsUnavailable() === undefined;
-  // A background boot yields the cores to the answering worker, so every core may boot; without,
-  // one core is left for answering.
-  const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - (backgroundBoots ? 0 : 1));
+  // One core is left for answering, with background boots too: a reserve that a task waits for is
+  // raised to normal priority, and booting on every core then slowed the answers (docs/benchmarks.md).
+  const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;

@@ -17,6 +17,7 @@ import { jetstream } from '@nats-io/jetstream';
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
+import { startHost, stop } from './support/processes.js';
 
 const model = { provider: 'scripted' as const, script: `${REPO}examples/demo/script.yaml` };
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
@@ -376,6 +377,26 @@ describe('agent host', () => {
           await dispatcher.close?.();
           await host.stop();
         }
+      },
+    );
+
+    it.skipIf(unavailable !== undefined)(
+      'polish worker: --boot-concurrency 1 boots the pool one by one, the second a reserve; --no-background-boots none',
+      async () => {
+        const script = `${REPO}examples/demo/script.yaml`;
+        const args = ['--roles', 'evaluate', '--pool', '2', '--boot-concurrency', '1', '--script', script];
+        const background = await startHost(nats.server.url, args);
+        await stop(background);
+        // One boot at a time: the second worker boots while the first is idle, so in the background.
+        const reserves = background.lines.filter((line) =>
+          / \(evaluate\) boots in the background: nice 19$/.test(line),
+        );
+        expect(reserves).toHaveLength(1);
+        expect(background.lines.some((line) => line.includes('background boots off'))).toBe(false);
+        const foreground = await startHost(nats.server.url, [...args, '--no-background-boots']);
+        await stop(foreground);
+        expect(foreground.lines.filter((line) => line.includes('boots in the background'))).toEqual([]);
+        expect(foreground.lines).toContain('polish worker: background boots off: replacements boot at normal priority');
       },
     );
 

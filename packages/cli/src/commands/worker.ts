@@ -146,11 +146,11 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   host.on('worker.ready', ({ pid, role, bootMs, steps }) =>
     log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms${steps ? `: ${describeBoot(steps)}` : ''}`),
   );
-  host.on('worker.priority', ({ pid, role, nice, why }) =>
-    log(
-      `worker ${pid} (${role}) ${why === 'reserve' ? 'boots in the background' : why === 'ready' ? 'ready' : 'awaited by a task'}: nice ${nice}`,
-    ),
-  );
+  // A raise at ready goes without saying (the "ready in" line follows); the others are news.
+  host.on('worker.priority', ({ pid, role, nice, why }) => {
+    if (why === 'reserve') log(`worker ${pid} (${role}) boots in the background: nice ${nice}`);
+    else if (why === 'awaited') log(`worker ${pid} (${role}) raised to nice ${nice}: a task waits for it`);
+  });
   host.on('worker.started', ({ pid, role, alive, from }) =>
     log(`worker ${pid} (${role}) started from ${from}; ${alive} alive`),
   );

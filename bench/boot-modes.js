@@ -36,11 +36,14 @@ const modes = [
   ['--no-background-boots', ['--no-background-boots']],
 ];
 const hops = new Map(modes.map(([name]) => [name, []]));
+/** Wall time of each way's rounds: mostly waiting for the pool to be full again (the replacement's boot). */
+const walls = new Map(modes.map(([name]) => [name, 0]));
 const loadAtStart = loadavg()[0];
 try {
   for (let round = 0; round * 20 < samples; round += 1) {
     for (const [name, flags] of round % 2 ? [...modes].reverse() : modes) {
       const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 2, script, flags });
+      const roundStarted = performance.now();
       for (let index = 0; index < 20; index += 1) {
         await host.warm('evaluate', 2);
         const started = performance.now();
@@ -48,6 +51,10 @@ try {
         hops.get(name).push(performance.now() - started);
         await host.taken(index + 1);
       }
+      walls.set(name, walls.get(name) + performance.now() - roundStarted);
+      process.stderr.write(
+        `${name}: round ${round + 1}, ${((performance.now() - roundStarted) / 20).toFixed(0)} ms a hop with the wait\n`,
+      );
       await host.stop();
     }
   }
@@ -62,5 +69,5 @@ console.log(
 for (const [name, values] of hops)
   console.log(
     `  ${name}: p50 ${quantile(values, 0.5).toFixed(2)} ms, p90 ${quantile(values, 0.9).toFixed(2)} ms, ` +
-      `p99 ${quantile(values, 0.99).toFixed(2)} ms (${values.length} hops)`,
+      `p99 ${quantile(values, 0.99).toFixed(2)} ms (${values.length} hops; ${(walls.get(name) / values.length).toFixed(0)} ms a hop with the wait for the pool)`,
   );

@@ -1,6 +1,6 @@
 // `node bench/boot-modes.js [samples]` (after `pnpm build`): strict hop latency with the pool full
 // (the next task is sent once the replacement of the last is ready, so that replacement boots
-// while the next worker answers), with background boots and with --no-background-boots, in turns:
+// while the next worker answers), with --background-boots and without (the default), in turns:
 // rounds of 20 hops each way, the order reversed every other round. It prints the figures and
 // writes nothing; docs/benchmarks.md quotes what it printed.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -32,8 +32,8 @@ const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });
 const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
 const modes = [
-  ['background boots (default)', []],
-  ['--no-background-boots', ['--no-background-boots']],
+  ['--background-boots', ['--background-boots']],
+  ['normal priority (default)', []],
 ];
 const hops = new Map(modes.map(([name]) => [name, []]));
 /** Wall time of each way's rounds: mostly waiting for the pool to be full again (the replacement's boot). */

@@ -281,6 +281,7 @@ describe('agent host', () => {
           natsUrl: nats.server.url,
           roles: ['evaluate'],
           pool: 2,
+          backgroundBoots: true,
           model: { provider: 'scripted', script },
         });
         const seen = watchPriorities(host);
@@ -346,6 +347,7 @@ describe('agent host', () => {
           natsUrl: nats.server.url,
           roles: ['evaluate'],
           pool: 2,
+          backgroundBoots: true,
           model: { provider: 'scripted', script },
         });
         const seen = watchPriorities(host);
@@ -381,11 +383,11 @@ describe('agent host', () => {
     );
 
     it.skipIf(unavailable !== undefined)(
-      'polish worker: --boot-concurrency 1 boots the pool one by one, the second a reserve; --no-background-boots none',
+      'polish worker --background-boots --boot-concurrency 1 boots the pool one by one, the second a reserve; by default none',
       async () => {
         const script = `${REPO}examples/demo/script.yaml`;
         const args = ['--roles', 'evaluate', '--pool', '2', '--boot-concurrency', '1', '--script', script];
-        const background = await startHost(nats.server.url, args);
+        const background = await startHost(nats.server.url, [...args, '--background-boots']);
         await stop(background);
         // One boot at a time: the second worker boots while the first is idle, so in the background.
         const reserves = background.lines.filter((line) =>
@@ -393,20 +395,20 @@ describe('agent host', () => {
         );
         expect(reserves).toHaveLength(1);
         expect(background.lines.some((line) => line.includes('background boots off'))).toBe(false);
-        const foreground = await startHost(nats.server.url, [...args, '--no-background-boots']);
+        // The default, and what --no-background-boots asks for.
+        const foreground = await startHost(nats.server.url, args);
         await stop(foreground);
         expect(foreground.lines.filter((line) => line.includes('boots in the background'))).toEqual([]);
         expect(foreground.lines).toContain('polish worker: background boots off: replacements boot at normal priority');
       },
     );
 
-    it('with backgroundBoots false (--no-background-boots) every worker boots and answers at normal priority', async () => {
+    it('by default (--no-background-boots) every worker boots and answers at normal priority', async () => {
       const { script, release } = heldScript('polish-foreground-');
       const host = createAgentHost({
         natsUrl: nats.server.url,
         roles: ['evaluate'],
         pool: 2,
-        backgroundBoots: false,
         model: { provider: 'scripted', script },
       });
       const seen = watchPriorities(host);

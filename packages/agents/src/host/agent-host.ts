@@ -57,7 +57,9 @@ export interface AgentHostOptions {
    * {@link backgroundBootsUnavailable}): a replacement booted while its role has an idle worker
    * for the next task boots at the lowest CPU priority, so that it does not take the cores from
    * the worker answering a task, and is raised to the host's priority when it is ready, or as
-   * soon as a task would wait for it; it takes no task before. Default true.
+   * soon as a task would wait for it; it takes no task before. Default false: measured, it did not
+   * make answers faster, and on a machine with other load the reserves starve and the pool refills
+   * late (docs/benchmarks.md, "Background boots").
    */
   backgroundBoots?: boolean;
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
@@ -229,7 +231,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const maxWorkers = options.maxWorkers ?? defaultMaxWorkers();
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
-  const backgroundBoots = (options.backgroundBoots ?? true) && backgroundBootsUnavailable() === undefined;
+  const backgroundBoots = (options.backgroundBoots ?? false) && backgroundBootsUnavailable() === undefined;
   // One core is left for answering, with background boots too: a reserve that a task waits for is
   // raised to normal priority, and booting on every core then slowed the answers (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);

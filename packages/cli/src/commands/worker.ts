@@ -33,7 +33,7 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
   evidence?: boolean;
   /** Evaluate workers serve their model's lane (a quorum's judges on that model), not the plain queue. */
   lane?: boolean;
-  /** False with --no-background-boots: replacements boot at normal priority (commander sets true otherwise). */
+  /** True with --background-boots (reserves boot at the lowest priority), false with --no-background-boots (the default). */
   backgroundBoots?: boolean;
   bootConcurrency?: string;
 }
@@ -136,7 +136,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     maxWorkers,
     reuse,
     ...(bootConcurrency ? { bootConcurrency } : {}),
-    backgroundBoots: flags.backgroundBoots !== false,
+    backgroundBoots: flags.backgroundBoots === true,
     command: commandSettingsOf(flags),
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
     roleModels: models.byRole,
@@ -175,7 +175,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
       `${reuse === 1 ? 'one task per process' : `up to ${reuse} tasks per process (weaker isolation)`}, NATS ${natsUrl}`,
   );
   const cannot = backgroundBootsUnavailable();
-  if (flags.backgroundBoots === false) log('polish worker: background boots off: replacements boot at normal priority');
+  if (flags.backgroundBoots !== true) log('polish worker: background boots off: replacements boot at normal priority');
   else if (cannot) log(`polish worker: background boots off: ${cannot}`);
   else log('polish worker: background boots: replacements boot at the lowest priority until needed');
   const stopped = new Promise<string>((resolve) => {

@@ -9,7 +9,7 @@ const POLISH = fileURLToPath(new URL('../packages/cli/dist/bin.js', import.meta.
  * A running agent host: boot times and worker pids from its log, and a way to wait until a
  * role has `count` ready, unused task slots (a warm pool).
  */
-export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script, maxWorkers }) {
+export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script, maxWorkers, flags = [] }) {
   const child = spawn(
     process.execPath,
     [
@@ -26,6 +26,7 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
       '--script',
       script,
       ...(maxWorkers ? ['--max-workers', String(maxWorkers)] : []),
+      ...flags,
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

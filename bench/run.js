@@ -2,7 +2,7 @@
 // Every figure is measured here, now; ratios compare figures from this same run.
 import { fork, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir } from 'node:os';
+import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
@@ -15,6 +15,8 @@ import { measureReviseCost } from './revise-cost.js';
 import { ownCpuMs, treeCpuMs, waitedChildrenCpuMs } from './cpu.js';
 
 const QUICK = process.argv.includes('--quick');
+// The machine's other load changes the wall figures: the page says what it was.
+const loadAtStart = loadavg()[0];
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-bench-'));
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
@@ -66,9 +68,9 @@ const rows = [];
 const figures = {};
 let section = 'start';
 const watchdog = setTimeout(() => {
-  log(`bench: still in "${section}" after 15 minutes; giving up`);
+  log(`bench: still in "${section}" after 30 minutes; giving up`);
   process.exit(1);
-}, 15 * 60_000);
+}, 30 * 60_000);
 watchdog.unref();
 
 try {
@@ -83,33 +85,68 @@ try {
   figures.natsP50 = median(natsSamples);
   log(`nats request p50 ${ms(figures.natsP50)}`);
 
-  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process and with --reuse.
-  for (const [mode, reuse, samples] of [
-    ['one task per process (default)', 1, QUICK ? 20 : 100],
-    ['--reuse 1000', 1000, QUICK ? 200 : 1000],
-  ]) {
-    section = `hop latency, ${mode}`;
+  // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process and
+  // with --reuse. Strict is measured two ways: back to back (the next task is sent as soon as a
+  // worker is ready, so the host is always booting, as fast as it can: the rate is bound by boots),
+  // and with the pool full (the next task is sent once the replacement of the last is ready: the
+  // replacement's boot runs while the next worker answers, which is what background boots are
+  // for). Each in every mode of booting, in turns and rounds, so that a change in the machine's
+  // other load falls on all alike.
+  const hopOf = async (flags, reuse, samples, ahead = 1) => {
     const host = await startHostProcess({
       natsUrl: server.url,
       roles: ['evaluate'],
       pool: 2,
       reuse,
       script: scriptPath,
+      flags,
     });
     const hops = [];
     for (let index = 0; index < samples; index += 1) {
-      await host.warm('evaluate');
+      await host.warm('evaluate', ahead);
       hops.push(await timeIt(() => dispatcher.dispatch('evaluate', evaluatePayload)));
       await host.taken(index + 1);
     }
     await host.stop();
+    return hops;
+  };
+  const rounds = QUICK ? 1 : 4;
+  const cores = cpus().length;
+  const strictModes = [
+    { key: 'Background', name: '--background-boots', flags: ['--background-boots'] },
+    { key: 'Foreground', name: 'normal priority (default)', flags: [] },
+    {
+      key: 'BackgroundAll',
+      name: `--background-boots --boot-concurrency ${cores}`,
+      flags: ['--background-boots', '--boot-concurrency', String(cores)],
+    },
+  ];
+  const hopSets = [];
+  for (const [pacing, ahead, samples] of [
+    ['back to back', 1, QUICK ? 20 : 160],
+    ['pool full', 2, QUICK ? 10 : 80],
+  ]) {
+    const hops = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+    for (let round = 0; round < rounds; round += 1) {
+      section = `hop latency, strict, ${pacing}, round ${round + 1}`;
+      for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+        hops[mode.key].push(...(await hopOf(mode.flags, 1, samples / rounds, ahead)));
+    }
+    for (const mode of strictModes)
+      hopSets.push([`strict, ${pacing}, ${mode.name}`, `hop${mode.key}${ahead === 1 ? '' : 'Full'}`, hops[mode.key]]);
+  }
+  section = 'hop latency, --reuse 1000';
+  hopSets.push(['--reuse 1000', 'hopReuse', await hopOf([], 1000, QUICK ? 200 : 1000)]);
+  for (const [mode, key, hops] of hopSets) {
     const p50 = median(hops);
     const p99 = quantile(hops, 0.99);
-    figures[reuse === 1 ? 'hopDefault' : 'hopReuse'] = p50;
+    figures[key] = p50;
+    figures[`${key}P99`] = p99;
     rows.push([`hop p50, ${mode}`, ms(p50), `${(p50 / figures.natsP50).toFixed(1)}× a bare NATS request`]);
     rows.push([`hop p99, ${mode}`, ms(p99), '']);
     log(`hop ${mode}: p50 ${ms(p50)} p99 ${ms(p99)}`);
   }
+  figures.hopDefault = figures.hopForeground;
   rows.unshift(['NATS request on loopback (floor of a hop), p50', ms(figures.natsP50), '1×']);
 
   // 3. Worker boot (spawn → ready) and idle RSS, one worker at a time. The floors: a bare `node -e 0`
@@ -187,15 +224,18 @@ try {
       `steps ${JSON.stringify(b)}, rss ${figures.rss.toFixed(1)} MB`,
   );
 
-  // 4. Sustained tasks per second, one task per process: every task costs a process boot.
-  for (const [mode, reuse] of [
-    ['one task per process (default)', 1],
-    ['--reuse 1000', 1000],
-  ]) {
-    section = `sustained, ${mode}`;
+  // 4. Sustained tasks per second, one task per process (every task costs a process boot; with and
+  // without background boots, in turns), and with --reuse.
+  const sustain = async (flags, reuse, total) => {
     const pool = 4;
-    const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool, reuse, script: scriptPath });
-    const total = QUICK ? 40 : reuse === 1 ? 200 : 2000;
+    const host = await startHostProcess({
+      natsUrl: server.url,
+      roles: ['evaluate'],
+      pool,
+      reuse,
+      script: scriptPath,
+      flags,
+    });
     let next = 0;
     // CPU of everything a task takes: this process (the orchestrator's dispatcher), the host and
     // its workers (those that exited in between included), and nats-server.
@@ -213,20 +253,58 @@ try {
     );
     const cpuAfter = cpu();
     await host.stop();
-    const perSecond = total / (elapsed / 1000);
+    const used = Object.fromEntries(Object.keys(cpuAfter).map((part) => [part, cpuAfter[part] - cpuBefore[part]]));
+    return { total, elapsed, used };
+  };
+  /** Tasks a second and CPU per task of several runs of `sustain` together. */
+  const rate = (runs) => {
+    const total = runs.reduce((sum, run) => sum + run.total, 0);
+    const elapsed = runs.reduce((sum, run) => sum + run.elapsed, 0);
     const perTask = Object.fromEntries(
-      Object.keys(cpuAfter).map((part) => [part, (cpuAfter[part] - cpuBefore[part]) / total]),
+      ['orchestrator', 'host', 'nats'].map((part) => [
+        part,
+        runs.reduce((sum, run) => sum + run.used[part], 0) / total,
+      ]),
     );
     perTask.total = perTask.orchestrator + perTask.host + perTask.nats;
-    figures[reuse === 1 ? 'tpsDefault' : 'tpsReuse'] = perSecond;
-    figures[reuse === 1 ? 'cpuDefault' : 'cpuReuse'] = perTask;
-    log(`sustained ${mode}: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+    return { perSecond: total / (elapsed / 1000), perTask };
+  };
+  const strictRuns = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+  for (let round = 0; round < rounds; round += 1) {
+    section = `sustained, strict, round ${round + 1}`;
+    for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+      strictRuns[mode.key].push(await sustain(mode.flags, 1, (QUICK ? 40 : 240) / rounds));
   }
+  for (const mode of strictModes) {
+    const { perSecond, perTask } = rate(strictRuns[mode.key]);
+    figures[`tps${mode.key}`] = perSecond;
+    figures[`cpu${mode.key}`] = perTask;
+    log(`sustained strict, ${mode.name}: ${perSecond.toFixed(1)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+  }
+  section = 'sustained, --reuse 1000';
+  {
+    const { perSecond, perTask } = rate([await sustain([], 1000, QUICK ? 40 : 2000)]);
+    figures.tpsReuse = perSecond;
+    figures.cpuReuse = perTask;
+    log(`sustained --reuse 1000: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
+  }
+  figures.tpsDefault = figures.tpsForeground;
+  figures.cpuDefault = figures.cpuForeground;
   const cpuSeconds = (perTask) => `${(perTask.total / 1000).toFixed(4)} CPU-s`;
   const cpuParts = (perTask) =>
     `orchestrator ${ms(perTask.orchestrator)}, host + workers ${ms(perTask.host)}, nats-server ${ms(perTask.nats)}`;
-  rows.push(['sustained tasks/s, one task per process (default)', figures.tpsDefault.toFixed(0), '']);
-  rows.push(['… CPU per task, one task per process', cpuSeconds(figures.cpuDefault), cpuParts(figures.cpuDefault)]);
+  for (const mode of strictModes) {
+    rows.push([
+      `sustained tasks/s, strict, ${mode.name}`,
+      figures[`tps${mode.key}`].toFixed(1),
+      mode.key === 'Foreground' ? '' : `${(figures[`tps${mode.key}`] / figures.tpsForeground).toFixed(2)}× the default`,
+    ]);
+    rows.push([
+      `… CPU per task, ${mode.name}`,
+      cpuSeconds(figures[`cpu${mode.key}`]),
+      cpuParts(figures[`cpu${mode.key}`]),
+    ]);
+  }
   rows.push([
     'sustained tasks/s, --reuse 1000',
     figures.tpsReuse.toFixed(0),
@@ -377,7 +455,8 @@ if (!QUICK) {
   writeFileSync(
     `${REPO}docs/benchmarks.md`,
     `# Benchmarks\n\nProduced by \`pnpm bench\` (\`node bench/run.js\` after a build) on ${new Date().toISOString().slice(0, 10)}: ` +
-      `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1. ` +
+      `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1; load average ` +
+      `${loadAtStart.toFixed(1)} when it began, ${loadavg()[0].toFixed(1)} when it ended. ` +
       'All figures come from the same run; ratios compare figures of that run. The model is the instant scripted one, ' +
       'so these are the costs of the runtime itself, not of any LLM.\n\n' +
       `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}\n${reviseCost.markdown}${scale ? `\n${scale}` : ''}`,

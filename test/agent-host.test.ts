@@ -1,18 +1,70 @@
-import { mkdtempSync, readFileSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
-import { tmpdir } from 'node:os';
+import { getPriority, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createAgentHost, type BootSteps } from '@polish/agents';
+import {
+  RESERVE_NICE,
+  backgroundBootsUnavailable,
+  createAgentHost,
+  niceOf,
+  type AgentHost,
+  type BootSteps,
+} from '@polish/agents';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { TaskEnvelopeSchema, ZERO_USAGE, replySubject, taskQueueNames, type TaskEnvelope } from '@polish/protocol';
 import { jetstream } from '@nats-io/jetstream';
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
+import { startHost, stop } from './support/processes.js';
 
 const model = { provider: 'scripted' as const, script: `${REPO}examples/demo/script.yaml` };
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
+
+/** A script whose evaluate workers each hold their task until `release` exists (they stay alive to be looked at). */
+function heldScript(prefix: string): { script: string; release: string } {
+  const release = join(mkdtempSync(join(tmpdir(), prefix)), 'release');
+  const script = join(dirname(release), 'held.json');
+  const scores = criteria.map((c: { id: string }) => ({
+    criterion_id: c.id,
+    pass: true,
+    evidence: '100 requests per minute',
+  }));
+  writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores }, hold_until_file: release }] }));
+  return { script, release };
+}
+
+/** The nice value of every thread of a process, and of its autogroup when it has its own ("nice N" in /proc). */
+function nices(pid: number): { threads: number[]; autogroup: number | undefined } {
+  const threads = readdirSync(`/proc/${pid}/task`).map((tid) => niceOf(Number(tid)) as number);
+  const group = /nice (-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'utf8'))?.[1];
+  return { threads, autogroup: group === undefined ? undefined : Number(group) };
+}
+
+/**
+ * What a host did, read when it happened: the nice values of each worker when it started and when
+ * it took a task, and its priority events. The workers hold their tasks, so they are alive to read.
+ */
+function watchPriorities(host: AgentHost) {
+  const seen = {
+    started: new Map<number, ReturnType<typeof nices>>(),
+    taken: new Map<number, ReturnType<typeof nices>>(),
+    events: [] as { pid: number; nice: number; why: string; threads: number[] }[],
+    readyOrder: [] as number[],
+  };
+  host.on('worker.started', ({ pid }) => seen.started.set(pid, nices(pid)));
+  host.on('task.taken', ({ pid }) => seen.taken.set(pid, nices(pid)));
+  host.on('worker.priority', ({ pid, nice, why }) => seen.events.push({ pid, nice, why, threads: nices(pid).threads }));
+  host.on('worker.ready', ({ pid }) => seen.readyOrder.push(pid));
+  return seen;
+}
+
+/** Resolves when the host says worker `pid` is ready (at once if it already did). */
+const readyOf = (host: AgentHost, seen: { readyOrder: number[] }, pid: number) =>
+  seen.readyOrder.includes(pid)
+    ? Promise.resolve()
+    : new Promise<void>((resolve) => host.on('worker.ready', (ready) => ready.pid === pid && resolve()));
 
 describe('agent host', () => {
   let nats: NatsFixture;
@@ -214,5 +266,181 @@ describe('agent host', () => {
     } finally {
       await dispatcher.close?.();
     }
+  });
+
+  describe('background boots (Linux, root or CAP_SYS_NICE: raising a priority back needs it)', () => {
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    const normal = getPriority();
+    const unavailable = backgroundBootsUnavailable();
+
+    it.skipIf(unavailable !== undefined)(
+      'a reserve boots at the lowest priority, every thread, and is raised before it takes a task',
+      async () => {
+        const { script, release } = heldScript('polish-reserve-');
+        const host = createAgentHost({
+          natsUrl: nats.server.url,
+          roles: ['evaluate'],
+          pool: 2,
+          backgroundBoots: true,
+          model: { provider: 'scripted', script },
+        });
+        const seen = watchPriorities(host);
+        const dispatcher = createNatsDispatcher({ connection: nats.connection });
+        const answers: Promise<unknown>[] = [];
+        try {
+          expect(host.backgroundBoots).toBe(true);
+          await host.ready;
+          // The first worker is awaited by the tasks to come (no other is idle): it boots at full speed.
+          const [first] = host.workerPids() as [number];
+          expect(seen.started.get(first)?.threads.every((nice) => nice === normal)).toBe(true);
+          // A task taken leaves an idle worker for the next one: the replacement is a reserve.
+          const reserve = new Promise<number>((resolve) =>
+            host.on('worker.priority', ({ pid, why }) => why === 'reserve' && resolve(pid)),
+          );
+          answers.push(dispatcher.dispatch('evaluate', payload));
+          const pid = await reserve;
+          await readyOf(host, seen, pid);
+          // Both idle workers take the next two tasks; one of them is the reserve, raised by then.
+          const takers = new Set<number>();
+          const bothTaken = new Promise<void>((resolve) =>
+            host.on('task.taken', ({ pid: taker }) => takers.add(taker).size === 3 && resolve()),
+          );
+          for (const taker of seen.taken.keys()) takers.add(taker);
+          answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+          await bothTaken;
+          expect(takers).toContain(pid);
+          const events = seen.events.filter((event) => event.pid === pid);
+          expect(events.map(({ nice, why }) => ({ nice, why }))).toEqual([
+            { nice: RESERVE_NICE, why: 'reserve' },
+            { nice: normal, why: 'ready' },
+          ]);
+          // Lowered at the fork, every thread the process ever had (they inherit the main thread's value).
+          expect(events[0]?.threads.every((nice) => nice === RESERVE_NICE)).toBe(true);
+          const atStart = seen.started.get(pid);
+          expect(atStart?.threads.every((nice) => nice === RESERVE_NICE)).toBe(true);
+          if (
+            atStart?.autogroup !== undefined &&
+            readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1'
+          )
+            expect(atStart.autogroup).toBe(RESERVE_NICE);
+          // When it took its task, every thread (and its own autogroup) was back at the host's priority.
+          const atTask = seen.taken.get(pid);
+          expect(atTask?.threads.length).toBeGreaterThan(1);
+          expect(atTask?.threads.every((nice) => nice === normal)).toBe(true);
+          if (atTask?.autogroup !== undefined) expect(atTask.autogroup).toBe(normal);
+          // The host's own priority and group are untouched.
+          expect(niceOf(process.pid)).toBe(normal);
+        } finally {
+          writeFileSync(release, '');
+          await Promise.allSettled(answers);
+          await dispatcher.close?.();
+          await host.stop();
+        }
+      },
+    );
+
+    it.skipIf(unavailable !== undefined)(
+      'a task never waits for a boot when a ready reserve exists: the reserve takes it, raised',
+      async () => {
+        const { script, release } = heldScript('polish-reserve-take-');
+        const host = createAgentHost({
+          natsUrl: nats.server.url,
+          roles: ['evaluate'],
+          pool: 2,
+          backgroundBoots: true,
+          model: { provider: 'scripted', script },
+        });
+        const seen = watchPriorities(host);
+        const dispatcher = createNatsDispatcher({ connection: nats.connection });
+        const answers: Promise<unknown>[] = [];
+        try {
+          await host.ready;
+          const reserve = new Promise<number>((resolve) =>
+            host.on('worker.priority', ({ pid, why }) => why === 'reserve' && resolve(pid)),
+          );
+          answers.push(dispatcher.dispatch('evaluate', payload));
+          const pid = await reserve;
+          await readyOf(host, seen, pid);
+          // The two workers ready now are the only ones that may take the next two tasks: a task
+          // that waited for a worker booted after it was sent would be taken by another pid.
+          const ready = host.workerPids().filter((worker) => !seen.taken.has(worker));
+          expect(ready).toHaveLength(2);
+          expect(ready).toContain(pid);
+          const takers: number[] = [];
+          const twoTaken = new Promise<void>((resolve) =>
+            host.on('task.taken', ({ pid: taker }) => takers.push(taker) === 2 && resolve()),
+          );
+          answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+          await twoTaken;
+          expect(takers.sort()).toEqual([...ready].sort());
+        } finally {
+          writeFileSync(release, '');
+          await Promise.allSettled(answers);
+          await dispatcher.close?.();
+          await host.stop();
+        }
+      },
+    );
+
+    it.skipIf(unavailable !== undefined)(
+      'polish worker --background-boots --boot-concurrency 1 boots the pool one by one, the second a reserve; by default none',
+      async () => {
+        const script = `${REPO}examples/demo/script.yaml`;
+        const args = ['--roles', 'evaluate', '--pool', '2', '--boot-concurrency', '1', '--script', script];
+        const background = await startHost(nats.server.url, [...args, '--background-boots']);
+        await stop(background);
+        // One boot at a time: the second worker boots while the first is idle, so in the background.
+        const reserves = background.lines.filter((line) =>
+          / \(evaluate\) boots in the background: nice 19$/.test(line),
+        );
+        expect(reserves).toHaveLength(1);
+        expect(background.lines.some((line) => line.includes('background boots off'))).toBe(false);
+        // The default, and what --no-background-boots asks for.
+        const foreground = await startHost(nats.server.url, args);
+        await stop(foreground);
+        expect(foreground.lines.filter((line) => line.includes('boots in the background'))).toEqual([]);
+        expect(foreground.lines).toContain('polish worker: background boots off: replacements boot at normal priority');
+      },
+    );
+
+    it('by default (--no-background-boots) every worker boots and answers at normal priority', async () => {
+      const { script, release } = heldScript('polish-foreground-');
+      const host = createAgentHost({
+        natsUrl: nats.server.url,
+        roles: ['evaluate'],
+        pool: 2,
+        model: { provider: 'scripted', script },
+      });
+      const seen = watchPriorities(host);
+      const dispatcher = createNatsDispatcher({ connection: nats.connection });
+      const answers: Promise<unknown>[] = [];
+      try {
+        expect(host.backgroundBoots).toBe(false);
+        await host.ready;
+        // The replacement booted while the other worker is idle: a reserve, were background boots on.
+        const replacement = new Promise<number>((resolve) =>
+          host.on('worker.started', ({ pid }) => !seen.taken.has(pid) && resolve(pid)),
+        );
+        const first = host.workerPids();
+        answers.push(dispatcher.dispatch('evaluate', payload));
+        const pid = await replacement;
+        expect(first).not.toContain(pid);
+        await readyOf(host, seen, pid);
+        const taken = new Promise<void>((resolve) => host.on('task.taken', () => seen.taken.size === 3 && resolve()));
+        answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+        await taken;
+        expect(seen.events).toEqual([]);
+        for (const nice of [...seen.started.values(), ...seen.taken.values()]) {
+          expect(nice.threads.every((value) => value === normal)).toBe(true);
+          if (nice.autogroup !== undefined) expect(nice.autogroup).toBe(0);
+        }
+        expect(seen.started.get(pid)?.threads.length).toBeGreaterThan(0);
+      } finally {
+        writeFileSync(release, '');
+        await Promise.allSettled(answers);
+        await dispatcher.close?.();
+        await host.stop();
+      }
+    });
   });
 });

@@ -40,6 +40,7 @@ export {
   type AgentHostEvents,
   type BootSteps,
 } from './host/agent-host.js';
+export { backgroundBootsUnavailable, niceOf, RESERVE_NICE } from './host/priority.js';
 export { keyVariableFor, missingKeyMessage } from './providers/model-settings.js';
 export {
   parseModelSpec,

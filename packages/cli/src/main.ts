@@ -153,6 +153,15 @@ modelOptions(
       )
       .option('--reuse <n>', 'tasks one process serves before it exits (default 1; more is weaker isolation)')
       .option(
+        '--background-boots',
+        'boot reserve workers at the lowest priority until ready or a task waits for them (Linux, needs CAP_SYS_NICE; default off)',
+      )
+      .option('--no-background-boots', 'boot every worker at normal priority (the default)')
+      .option(
+        '--boot-concurrency <n>',
+        'worker processes booting at once (default: one less than the cores, at least 1)',
+      )
+      .option(
         '--allow-unsandboxed',
         'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
       )

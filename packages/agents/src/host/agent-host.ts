@@ -1,6 +1,6 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
-import { availableParallelism, hostname, totalmem } from 'node:os';
+import { availableParallelism, getPriority, hostname, totalmem } from 'node:os';
 import { EventEmitter } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
@@ -14,8 +14,15 @@ import {
   type TaskRole,
 } from '@polish/protocol';
 import type { ModelSettings } from '../providers/model-settings.js';
-import { WORKER_CONFIG_ENV, type NatsAuth, type WorkerConfig, type WorkerNotice } from '../worker/worker-config.js';
+import {
+  WORKER_CONFIG_ENV,
+  type HostNotice,
+  type NatsAuth,
+  type WorkerConfig,
+  type WorkerNotice,
+} from '../worker/worker-config.js';
 import { chooseBoots, type RoleLoad } from './pool-balance.js';
+import { RESERVE_NICE, backgroundBootsUnavailable, setWorkerNice } from './priority.js';
 import { natsConnectOptions } from '../nats-connect.js';
 import { telemetryConfigured } from '../telemetry.js';
 
@@ -45,6 +52,16 @@ export interface AgentHostOptions {
   env?: NodeJS.ProcessEnv;
   /** par.command: run critique commands without a sandbox where none can be made, and the variables they may see. */
   command?: { allowUnsandboxed?: boolean; env?: string[] };
+  /**
+   * Boot reserve workers in the background (Linux, with the right to raise a priority: see
+   * {@link backgroundBootsUnavailable}): a replacement booted while its role has an idle worker
+   * for the next task boots at the lowest CPU priority, so that it does not take the cores from
+   * the worker answering a task, and is raised to the host's priority when it is ready, or as
+   * soon as a task would wait for it; it takes no task before. Default false: measured, it did not
+   * make answers faster, and on a machine with other load the reserves starve and the pool refills
+   * late (docs/benchmarks.md, "Background boots").
+   */
+  backgroundBoots?: boolean;
   /** Worker processes booting at once. Default: one less than the cores, at least 1. */
   bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
@@ -85,6 +102,11 @@ export interface AgentHostEvents {
   /** An idle worker was stopped so that a role with tasks waiting gets its place. */
   'worker.retired': [{ pid: number; role: TaskRole; for: TaskRole }];
   'worker.failed': [{ role: TaskRole; message: string }];
+  /**
+   * A worker's CPU priority changed (its nice value, every thread's): `reserve`, it boots in the
+   * background; `ready`, raised once booted; `awaited`, raised while booting because a task waits for it.
+   */
+  'worker.priority': [{ pid: number; role: TaskRole; nice: number; why: 'reserve' | 'ready' | 'awaited' }];
 }
 
 /**
@@ -105,6 +127,8 @@ export interface BootSteps {
 export interface AgentHost extends EventEmitter<AgentHostEvents> {
   /** Resolves once the host has booted the idle workers it keeps (every role has one where the limit allows). */
   readonly ready: Promise<void>;
+  /** Whether reserve workers boot in the background (asked for, and possible here). */
+  readonly backgroundBoots: boolean;
   /** Pids of the live worker processes. */
   workerPids(): number[];
   /** The most worker processes that were alive at once so far. */
@@ -123,6 +147,10 @@ interface WorkerSlot {
   /** Whether this worker's boot has been counted as finished (once: ready or exit). */
   bootCounted: boolean;
   tasksTaken: number;
+  /** At the reserve's low priority now. */
+  low: boolean;
+  /** Started with `lowPriority`: it takes no task until told that it was raised. */
+  awaitsRaise: boolean;
   /** The task in hand, and how to give it back. */
   held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
 }
@@ -203,7 +231,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const maxWorkers = options.maxWorkers ?? defaultMaxWorkers();
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
+  const backgroundBoots = (options.backgroundBoots ?? false) && backgroundBootsUnavailable() === undefined;
+  // One core is left for answering, with background boots too: a reserve that a task waits for is
+  // raised to normal priority, and booting on every core then slowed the answers (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
+  /** The priority workers answer at: the host's own. */
+  const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
   const slots = new Map<number, WorkerSlot>();
   const queued = new Map<TaskRole, number>();
@@ -232,9 +265,27 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       };
     });
 
+  /**
+   * Whether the next task of a role would wait for a worker that is booting: no idle worker is
+   * left over once the tasks waiting are taken.
+   */
+  const awaited = (role: TaskRole) =>
+    [...slots.values()].filter((slot) => slot.role === role && slot.phase === 'idle').length <= (queued.get(role) ?? 0);
+
+  const raise = (slot: WorkerSlot, why: 'ready' | 'awaited') => {
+    if (!slot.low) return;
+    slot.low = false;
+    const pid = slot.child.pid as number;
+    setWorkerNice(pid, normalNice);
+    host.emit('worker.priority', { pid, role: slot.role, nice: normalNice, why });
+  };
+
   /** Boots what the roles need within the limits, or makes room for a role with tasks and no worker. */
   const balance = () => {
     if (stopping) return;
+    // A reserve that a task now waits for is on the critical path: it boots at full speed.
+    for (const slot of slots.values())
+      if (slot.low && slot.phase === 'booting' && awaited(slot.role)) raise(slot, 'awaited');
     const plan = chooseBoots(loads(), { pool, free: maxWorkers - slots.size, bootSlots: bootConcurrency - booting });
     for (const role of plan.boot) spawnWorker(role);
     // One at a time: the place of a worker that is leaving is not free yet, but it is spoken for.
@@ -311,6 +362,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
 
   const spawnWorker = (role: TaskRole) => {
     const auth = options.auth?.roles[role];
+    // A reserve: no task waits for it (an idle worker of its role will take the next one).
+    const reserve = backgroundBoots && !awaited(role);
     const config: WorkerConfig = {
       natsUrl: options.natsUrl,
       prefix,
@@ -320,6 +373,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       model: options.roleModels?.[role] ?? options.model,
       ...(auth ? { auth } : {}),
       ...(role === 'par.command' && options.command ? { command: options.command } : {}),
+      ...(reserve ? { lowPriority: true } : {}),
     };
     const environment = {
       ...workerEnvironment({ ...process.env, ...options.env }),
@@ -338,7 +392,16 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       // A worker whose host dies sees the IPC channel close and drains by itself.
       detached: true,
     });
-    const slot: WorkerSlot = { child, role, phase: 'booting', bootCounted: false, tasksTaken: 0, held: undefined };
+    const slot: WorkerSlot = {
+      child,
+      role,
+      phase: 'booting',
+      bootCounted: false,
+      tasksTaken: 0,
+      low: false,
+      awaitsRaise: reserve,
+      held: undefined,
+    };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
       child.once('error', (error) =>
@@ -349,6 +412,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       return;
     }
     const pid = child.pid;
+    if (reserve) {
+      // Right after the fork, before Node starts its other threads: they inherit the main thread's value.
+      setWorkerNice(pid, RESERVE_NICE);
+      slot.low = true;
+      host.emit('worker.priority', { pid, role, nice: RESERVE_NICE, why: 'reserve' });
+    }
     slots.set(pid, slot);
     peak = Math.max(peak, slots.size);
     child.on('error', () => undefined); // exit follows; a failed kill() on a gone process is not news
@@ -358,6 +427,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       } else if (notice.type === 'ready') {
         if (slot.phase === 'booting') slot.phase = 'idle';
         booted(slot);
+        raise(slot, 'ready');
+        // Only now may it pull a task (see WorkerConfig.lowPriority).
+        if (slot.awaitsRaise) child.send({ type: 'raised' } satisfies HostNotice, () => undefined);
         bootFailures = 0;
         const boot = notice.boot;
         const steps: BootSteps | undefined = boot && {
@@ -413,6 +485,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   balance();
 
   host.workerPids = () => [...slots.keys()];
+  Object.defineProperty(host, 'backgroundBoots', { value: backgroundBoots });
   host.peakWorkers = () => peak;
   Object.defineProperty(host, 'ready', { value: ready });
   host.stop = async (stopOptions = {}) => {

@@ -69,13 +69,15 @@ export interface BootStart {
  * One worker process's life: connect, warm up, then take at most `reuse` tasks of one role
  * from the task queue, one at a time (it pulls one only when it has none), answer each, then
  * drain and return. `stop` ends it early the same way: no new task, the one in hand finishes.
- * The ready notice says where the boot went (`start`: what the entry measured before).
+ * The ready notice says where the boot went (`start`: what the entry measured before). A worker
+ * booted at low priority pulls nothing before `raised` resolves: it answers at normal priority.
  */
 export async function runWorker(
   config: WorkerConfig,
   notify: (notice: WorkerNotice) => Promise<void>,
   stop: AbortSignal,
   start: BootStart = { entryAt: performance.timeOrigin, code: 0 },
+  raised?: Promise<void>,
 ): Promise<void> {
   let mark = performance.now();
   const lap = () => {
@@ -106,7 +108,7 @@ export async function runWorker(
   // Ready once warm: a worker started before any orchestrator waits for its queue to appear.
   await notify({ type: 'ready', boot });
   const js = nats.jetstream(connection);
-  const consumer = await openConsumer(js, config, stop);
+  const [consumer] = await Promise.all([openConsumer(js, config, stop), raised]);
   if (consumer) {
     const { config: consumerConfig } = await consumer.info(true);
     const context = {

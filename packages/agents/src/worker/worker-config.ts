@@ -46,6 +46,11 @@ export const WorkerConfigSchema = z.strictObject({
   command: z
     .strictObject({ allowUnsandboxed: z.boolean().optional(), env: z.array(z.string().min(1)).optional() })
     .optional(),
+  /**
+   * Booted in the background, at the lowest CPU priority: the worker takes no task until its host
+   * says it has raised it back to normal priority (a {@link HostNotice} `raised`).
+   */
+  lowPriority: z.boolean().optional(),
 });
 export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
 
@@ -63,6 +68,9 @@ export interface WorkerBoot {
   warmUp: number;
   cpuMs: number;
 }
+
+/** Messages a host sends its worker over IPC: `raised`, its priority is back to normal (see `lowPriority`). */
+export type HostNotice = { type: 'raised' };
 
 /** Messages a worker sends its host over IPC. */
 export type WorkerNotice =

@@ -1,6 +1,6 @@
 // A worker process's life, started by its entry (worker-entry.ts) once the code is loaded; forked
 // by the agent host with an IPC channel.
-import { WORKER_CONFIG_ENV, WorkerConfigSchema, type WorkerNotice } from './worker-config.js';
+import { WORKER_CONFIG_ENV, WorkerConfigSchema, type HostNotice, type WorkerNotice } from './worker-config.js';
 import { runWorker, type BootStart } from './run-worker.js';
 import { startTelemetry, type Telemetry } from '../telemetry.js';
 
@@ -32,7 +32,9 @@ export async function workerMain(start: BootStart): Promise<never> {
   try {
     telemetry = await startTelemetry('polish-worker');
     const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));
-    await runWorker(config, notify, stop.signal, start);
+    // Listening before it says it is ready: the host answers that at once.
+    const raised = config.lowPriority ? untilRaised(stop.signal) : undefined;
+    await runWorker(config, notify, stop.signal, start, raised);
     // A single-use process exits right after its task: export its spans first.
     await telemetry.shutdown();
     process.exit(0);
@@ -41,4 +43,19 @@ export async function workerMain(start: BootStart): Promise<never> {
     await telemetry?.shutdown();
     process.exit(1);
   }
+}
+
+/** Resolves when the host says this worker's priority is back to normal, or when the worker is told to stop. */
+function untilRaised(stop: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = () => {
+      process.off('message', onMessage);
+      resolve();
+    };
+    const onMessage = (message: HostNotice) => {
+      if (message.type === 'raised') done();
+    };
+    process.on('message', onMessage);
+    stop.addEventListener('abort', done, { once: true });
+  });
 }

@@ -1,4 +1,11 @@
-import { createAgentHost, defaultMaxWorkers, laneModelOf, type BootSteps, type ModelSettings } from '@polish/agents';
+import {
+  backgroundBootsUnavailable,
+  createAgentHost,
+  defaultMaxWorkers,
+  laneModelOf,
+  type BootSteps,
+  type ModelSettings,
+} from '@polish/agents';
 import {
   unavailable,
   invalidInput,
@@ -26,6 +33,9 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
   evidence?: boolean;
   /** Evaluate workers serve their model's lane (a quorum's judges on that model), not the plain queue. */
   lane?: boolean;
+  /** True with --background-boots (reserves boot at the lowest priority), false with --no-background-boots (the default). */
+  backgroundBoots?: boolean;
+  bootConcurrency?: string;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -97,6 +107,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const pool = parseWholeNumber('pool', flags.pool, 1, 64) ?? 2;
   const maxWorkers = parseWholeNumber('max-workers', flags.maxWorkers, 1, 4096) ?? defaultMaxWorkers();
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
+  const bootConcurrency = parseWholeNumber('boot-concurrency', flags.bootConcurrency, 1, 4096);
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
   const reviseMode = flags.reviseMode === undefined ? undefined : ReviseModeSchema.safeParse(flags.reviseMode);
@@ -124,6 +135,8 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     pool,
     maxWorkers,
     reuse,
+    ...(bootConcurrency ? { bootConcurrency } : {}),
+    backgroundBoots: flags.backgroundBoots === true,
     command: commandSettingsOf(flags),
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },
     roleModels: models.byRole,
@@ -133,6 +146,11 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   host.on('worker.ready', ({ pid, role, bootMs, steps }) =>
     log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms${steps ? `: ${describeBoot(steps)}` : ''}`),
   );
+  // A raise at ready goes without saying (the "ready in" line follows); the others are news.
+  host.on('worker.priority', ({ pid, role, nice, why }) => {
+    if (why === 'reserve') log(`worker ${pid} (${role}) boots in the background: nice ${nice}`);
+    else if (why === 'awaited') log(`worker ${pid} (${role}) raised to nice ${nice}: a task waits for it`);
+  });
   host.on('worker.started', ({ pid, role, alive, from }) =>
     log(`worker ${pid} (${role}) started from ${from}; ${alive} alive`),
   );
@@ -156,6 +174,10 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     `polish worker: roles ${roles.join(',')}, pool ${pool} per role, at most ${maxWorkers} worker processes, ` +
       `${reuse === 1 ? 'one task per process' : `up to ${reuse} tasks per process (weaker isolation)`}, NATS ${natsUrl}`,
   );
+  const cannot = backgroundBootsUnavailable();
+  if (flags.backgroundBoots !== true) log('polish worker: background boots off: replacements boot at normal priority');
+  else if (cannot) log(`polish worker: background boots off: ${cannot}`);
+  else log('polish worker: background boots: replacements boot at the lowest priority until needed');
   const stopped = new Promise<string>((resolve) => {
     process.once('SIGTERM', () => resolve('SIGTERM'));
     process.once('SIGINT', () => resolve('SIGINT'));

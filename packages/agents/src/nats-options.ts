@@ -28,7 +28,7 @@ const TLS_FILES = {
 /**
  * The TLS files' contents, each read once and checked on what was read (the key a secret, the
  * CA and certificate files that decide trust): nats.js gets these bytes, never a path it would
- * read again later, so the file checked is the file used.
+ * read again later, so the file checked is the file used. A certificate needs its key.
  */
 export function readTls(tls: NatsTls | undefined): { ca?: string; cert?: string; key?: string } {
   const contents: { ca?: string; cert?: string; key?: string } = {};
@@ -37,6 +37,11 @@ export function readTls(tls: NatsTls | undefined): { ca?: string; cert?: string;
     const file = TLS_FILES[name];
     contents[file.option] = file.read(path, file.what, file.field).toString('utf8');
   }
+  if (Boolean(contents.cert) !== Boolean(contents.key))
+    throw invalidInput(
+      'tls-cert',
+      'a client certificate needs its key, and a key its certificate (--tls-cert with --tls-key)',
+    );
   return contents;
 }
 
@@ -44,12 +49,6 @@ export function readTls(tls: NatsTls | undefined): { ca?: string; cert?: string;
 export function checkNatsAuth(auth: NatsAuth | undefined): void {
   if (auth?.identity && 'seedFile' in auth.identity) readNkeySeed(auth.identity.seedFile);
   readTls(auth?.tls);
-  const tls = auth?.tls;
-  if (tls && Boolean(tls.certFile) !== Boolean(tls.keyFile))
-    throw invalidInput(
-      'tls-cert',
-      'a client certificate needs its key, and a key its certificate (--tls-cert with --tls-key)',
-    );
 }
 
 /**
@@ -64,13 +63,13 @@ export function natsOptions(
   nkeyAuthenticator: (seed: Uint8Array) => Authenticator,
 ): Partial<ConnectionOptions> {
   const identity = auth?.identity;
+  // Read and checked here, in the order checkNatsAuth checks them: the seed, then the TLS files.
+  const seed = identity && 'seedFile' in identity ? readNkeySeed(identity.seedFile) : undefined;
   const tls = readTls(auth?.tls);
   return {
     servers: natsServers(url),
     ...(identity && 'user' in identity ? { user: identity.user, pass: identity.pass } : {}),
-    ...(identity && 'seedFile' in identity
-      ? { authenticator: nkeyAuthenticator(readNkeySeed(identity.seedFile)) }
-      : {}),
+    ...(seed ? { authenticator: nkeyAuthenticator(seed) } : {}),
     ...(auth?.inboxPrefix ? { inboxPrefix: auth.inboxPrefix } : {}),
     ...(Object.keys(tls).length > 0 || wantsTls(url) ? { tls } : {}),
   };

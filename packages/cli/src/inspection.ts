@@ -9,7 +9,7 @@ import { unavailable, invalidInput, eventsSubject, type RunEvent } from '@polish
 import type { InspectionEvent, Observer } from 'xstate';
 import type { Runtime } from './runtime.js';
 import { parseWholeNumber } from './numbers.js';
-import { connectOptionsOf } from './nats-auth.js';
+import { natsConnectOptions } from '@polish/agents';
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
@@ -59,7 +59,7 @@ export async function observeRun(
     inspector = await startInspector({
       natsUrl: runtime.natsUrl,
       port,
-      auth: connectOptionsOf(runtime.natsUrl, runtime.credentials?.inspector),
+      auth: natsConnectOptions(runtime.natsUrl, runtime.credentials?.inspector),
     }).catch((error: Error) => {
       throw unavailable(`cannot start the inspector: ${error.message}`);
     });

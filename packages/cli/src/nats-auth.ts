@@ -154,12 +154,6 @@ export function hostAuthOf(credentials: NatsCredentials, roles: readonly TaskRol
   return wanted;
 }
 
-/** The nats.js options of a principal (e.g. for the inspector), its files checked first. */
-export function connectOptionsOf(url: string, auth: NatsAuth | undefined): Partial<ConnectionOptions> {
-  checkNatsAuth(auth);
-  return natsConnectOptions(url, auth);
-}
-
 const TLS_HINT =
   ' (over TLS: pass the CA of `polish nats-config --tls` with --tls-ca or the credentials file, and dial a name or address its certificate lists)';
 
@@ -173,7 +167,8 @@ export async function connectAs(
   auth: NatsAuth | undefined,
   options: Partial<ConnectionOptions> = {},
 ): Promise<NatsConnection> {
-  const connectOptions = connectOptionsOf(url, auth);
+  // Its files read and checked once, those bytes used.
+  const connectOptions = natsConnectOptions(url, auth);
   try {
     return await connect({ ...connectOptions, name, ...options });
   } catch (error) {

@@ -1,7 +1,8 @@
 import { once } from 'node:events';
 import { startInspector } from '@polish/inspector';
 import { parseWholeNumber } from '../numbers.js';
-import { connectOptionsOf, readCredentials, type NatsAccessFlags } from '../nats-auth.js';
+import { natsConnectOptions } from '@polish/agents';
+import { readCredentials, type NatsAccessFlags } from '../nats-auth.js';
 import { invalidInput, unavailable } from '@polish/protocol';
 
 /** `polish inspect`: serves the inspector page for every run on a NATS until Ctrl-C or SIGTERM. */
@@ -21,7 +22,7 @@ export async function inspectCommand(
     natsUrl,
     port,
     ...(flags.host ? { host: flags.host } : {}),
-    auth: connectOptionsOf(natsUrl, credentials?.inspector),
+    auth: natsConnectOptions(natsUrl, credentials?.inspector),
     log: (line) => process.stderr.write(`${line}\n`),
   }).catch((error: Error) => {
     throw unavailable(`cannot start the inspector: ${error.message}`);

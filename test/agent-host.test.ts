@@ -273,40 +273,68 @@ describe('agent host', () => {
     const normal = getPriority();
     const unavailable = backgroundBootsUnavailable();
 
+    /**
+     * Runs `body` with a host of two evaluate workers whose tasks are held (the workers stay alive
+     * to be looked at), its priorities watched, and `send` dispatching one task; then releases the
+     * tasks, waits for their answers and stops the host.
+     */
+    async function withHeldHost(
+      prefix: string,
+      backgroundBoots: boolean,
+      body: (run: { host: AgentHost; seen: ReturnType<typeof watchPriorities>; send: () => void }) => Promise<void>,
+    ): Promise<void> {
+      const { script, release } = heldScript(prefix);
+      const host = createAgentHost({
+        natsUrl: nats.server.url,
+        roles: ['evaluate'],
+        pool: 2,
+        ...(backgroundBoots ? { backgroundBoots } : {}),
+        model: { provider: 'scripted', script },
+      });
+      const seen = watchPriorities(host);
+      const dispatcher = createNatsDispatcher({ connection: nats.connection });
+      const answers: Promise<unknown>[] = [];
+      try {
+        await body({ host, seen, send: () => answers.push(dispatcher.dispatch('evaluate', payload)) });
+      } finally {
+        writeFileSync(release, '');
+        await Promise.allSettled(answers);
+        await dispatcher.close?.();
+        await host.stop();
+      }
+    }
+
+    /** Sends a task once the pool is ready: the replacement booted while the other worker is idle is a reserve; resolves with it once ready. */
+    async function readyReserve({ host, seen, send }: Parameters<Parameters<typeof withHeldHost>[2]>[0]) {
+      const reserve = new Promise<number>((resolve) =>
+        host.on('worker.priority', ({ pid, why }) => why === 'reserve' && resolve(pid)),
+      );
+      send();
+      const pid = await reserve;
+      await readyOf(host, seen, pid);
+      return pid;
+    }
+
     it.skipIf(unavailable !== undefined)(
       'a reserve boots at the lowest priority, every thread, and is raised before it takes a task',
-      async () => {
-        const { script, release } = heldScript('polish-reserve-');
-        const host = createAgentHost({
-          natsUrl: nats.server.url,
-          roles: ['evaluate'],
-          pool: 2,
-          backgroundBoots: true,
-          model: { provider: 'scripted', script },
-        });
-        const seen = watchPriorities(host);
-        const dispatcher = createNatsDispatcher({ connection: nats.connection });
-        const answers: Promise<unknown>[] = [];
-        try {
+      () =>
+        withHeldHost('polish-reserve-', true, async (run) => {
+          const { host, seen, send } = run;
           expect(host.backgroundBoots).toBe(true);
           await host.ready;
           // The first worker is awaited by the tasks to come (no other is idle): it boots at full speed.
           const [first] = host.workerPids() as [number];
           expect(seen.started.get(first)?.threads.every((nice) => nice === normal)).toBe(true);
           // A task taken leaves an idle worker for the next one: the replacement is a reserve.
-          const reserve = new Promise<number>((resolve) =>
-            host.on('worker.priority', ({ pid, why }) => why === 'reserve' && resolve(pid)),
-          );
-          answers.push(dispatcher.dispatch('evaluate', payload));
-          const pid = await reserve;
-          await readyOf(host, seen, pid);
+          const pid = await readyReserve(run);
           // Both idle workers take the next two tasks; one of them is the reserve, raised by then.
           const takers = new Set<number>();
           const bothTaken = new Promise<void>((resolve) =>
             host.on('task.taken', ({ pid: taker }) => takers.add(taker).size === 3 && resolve()),
           );
           for (const taker of seen.taken.keys()) takers.add(taker);
-          answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+          send();
+          send();
           await bothTaken;
           expect(takers).toContain(pid);
           const events = seen.events.filter((event) => event.pid === pid);
@@ -330,37 +358,16 @@ describe('agent host', () => {
           if (atTask?.autogroup !== undefined) expect(atTask.autogroup).toBe(normal);
           // The host's own priority and group are untouched.
           expect(niceOf(process.pid)).toBe(normal);
-        } finally {
-          writeFileSync(release, '');
-          await Promise.allSettled(answers);
-          await dispatcher.close?.();
-          await host.stop();
-        }
-      },
+        }),
     );
 
     it.skipIf(unavailable !== undefined)(
       'a task never waits for a boot when a ready reserve exists: the reserve takes it, raised',
-      async () => {
-        const { script, release } = heldScript('polish-reserve-take-');
-        const host = createAgentHost({
-          natsUrl: nats.server.url,
-          roles: ['evaluate'],
-          pool: 2,
-          backgroundBoots: true,
-          model: { provider: 'scripted', script },
-        });
-        const seen = watchPriorities(host);
-        const dispatcher = createNatsDispatcher({ connection: nats.connection });
-        const answers: Promise<unknown>[] = [];
-        try {
+      () =>
+        withHeldHost('polish-reserve-take-', true, async (run) => {
+          const { host, seen, send } = run;
           await host.ready;
-          const reserve = new Promise<number>((resolve) =>
-            host.on('worker.priority', ({ pid, why }) => why === 'reserve' && resolve(pid)),
-          );
-          answers.push(dispatcher.dispatch('evaluate', payload));
-          const pid = await reserve;
-          await readyOf(host, seen, pid);
+          const pid = await readyReserve(run);
           // The two workers ready now are the only ones that may take the next two tasks: a task
           // that waited for a worker booted after it was sent would be taken by another pid.
           const ready = host.workerPids().filter((worker) => !seen.taken.has(worker));
@@ -370,16 +377,11 @@ describe('agent host', () => {
           const twoTaken = new Promise<void>((resolve) =>
             host.on('task.taken', ({ pid: taker }) => takers.push(taker) === 2 && resolve()),
           );
-          answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+          send();
+          send();
           await twoTaken;
           expect(takers.sort()).toEqual([...ready].sort());
-        } finally {
-          writeFileSync(release, '');
-          await Promise.allSettled(answers);
-          await dispatcher.close?.();
-          await host.stop();
-        }
-      },
+        }),
     );
 
     it.skipIf(unavailable !== undefined)(
@@ -403,18 +405,8 @@ describe('agent host', () => {
       },
     );
 
-    it('by default (--no-background-boots) every worker boots and answers at normal priority', async () => {
-      const { script, release } = heldScript('polish-foreground-');
-      const host = createAgentHost({
-        natsUrl: nats.server.url,
-        roles: ['evaluate'],
-        pool: 2,
-        model: { provider: 'scripted', script },
-      });
-      const seen = watchPriorities(host);
-      const dispatcher = createNatsDispatcher({ connection: nats.connection });
-      const answers: Promise<unknown>[] = [];
-      try {
+    it('by default (--no-background-boots) every worker boots and answers at normal priority', () =>
+      withHeldHost('polish-foreground-', false, async ({ host, seen, send }) => {
         expect(host.backgroundBoots).toBe(false);
         await host.ready;
         // The replacement booted while the other worker is idle: a reserve, were background boots on.
@@ -422,12 +414,13 @@ describe('agent host', () => {
           host.on('worker.started', ({ pid }) => !seen.taken.has(pid) && resolve(pid)),
         );
         const first = host.workerPids();
-        answers.push(dispatcher.dispatch('evaluate', payload));
+        send();
         const pid = await replacement;
         expect(first).not.toContain(pid);
         await readyOf(host, seen, pid);
         const taken = new Promise<void>((resolve) => host.on('task.taken', () => seen.taken.size === 3 && resolve()));
-        answers.push(dispatcher.dispatch('evaluate', payload), dispatcher.dispatch('evaluate', payload));
+        send();
+        send();
         await taken;
         expect(seen.events).toEqual([]);
         for (const nice of [...seen.started.values(), ...seen.taken.values()]) {
@@ -435,12 +428,6 @@ describe('agent host', () => {
           if (nice.autogroup !== undefined) expect(nice.autogroup).toBe(0);
         }
         expect(seen.started.get(pid)?.threads.length).toBeGreaterThan(0);
-      } finally {
-        writeFileSync(release, '');
-        await Promise.allSettled(answers);
-        await dispatcher.close?.();
-        await host.stop();
-      }
-    });
+      }));
   });
 });

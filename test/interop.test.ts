@@ -183,7 +183,7 @@ describe('a worker and a client written with only a NATS client and the JSON Sch
           expect(answer.worker.pid).toBe(worker.pid);
           expect(answer.model).toEqual(FOREIGN_MODEL);
         } else {
-          expect(host.pids()).toContain(answer.worker.pid);
+          await host.workerReady(answer.worker.pid);
         }
       }
       expect(await worker.waitForCount(/^evaluate-worker: task \S+ attempt 1:/, 3)).toEqual([

@@ -209,7 +209,7 @@ describe('OpenTelemetry traces', () => {
       expect(new Set(tasks.map((task) => parentOf(task)))).toEqual(new Set(waves));
       expect(new Set(workerPids).size).toBeGreaterThanOrEqual(2);
       expect(workerPids).not.toContain(orchestratorPid);
-      for (const pid of workerPids) expect(host.pids()).toContain(pid);
+      for (const pid of workerPids) await host.workerReady(pid);
 
       // Every model call is a child of its task, in the same worker process.
       const calls = spans.filter((span) => span.name === 'polish.model.call');

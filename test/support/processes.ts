@@ -129,11 +129,16 @@ export async function startHost(
   natsUrl: string,
   args: string[] = [],
   env: NodeJS.ProcessEnv = {},
-): Promise<WatchedProcess & { pids: () => number[] }> {
+): Promise<WatchedProcess & { pids: () => number[]; workerReady: (pid: number) => Promise<void> }> {
   const host = startPolish(['worker', '--nats', natsUrl, ...args], env);
   await host.waitFor(/all pools ready/);
   const pids = () => host.lines.flatMap((line) => /^worker (\d+) \(\w+\) ready/.exec(line)?.[1] ?? []).map(Number);
-  return { ...host, pids };
+  // Waited for, not read at once: a worker's answer (over NATS) may arrive before its host's log
+  // line (stderr) saying it was ready. A worker of another host is never logged: rejects after 10 s.
+  const workerReady = async (pid: number) => {
+    await host.waitFor(new RegExp(`^worker ${pid} \\(\\S+\\) ready`), 10_000);
+  };
+  return { ...host, pids, workerReady };
 }
 
 /** Stops a watched process with SIGTERM and waits for it to exit. */

@@ -32,7 +32,7 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
   );
   const available = new Map(roles.map((role) => [role, 0]));
   const boots = [];
-  /** Where each boot went, from the "ready in" line: { node, code, nats, connect, warmUp, cpuMs }. */
+  /** Where each boot went, from the "ready in" line: { node, code, nats, connect, warmUp, queue, cpuMs }. */
   const steps = [];
   const pids = [];
   let taken = 0;
@@ -48,13 +48,14 @@ export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script
     const took = /^worker \d+ \((\S+)\) took task/.exec(line);
     const alive = /; (\d+) alive$/.exec(line);
     if (alive) peakAlive = Math.max(peakAlive, Number(alive[1]));
-    const breakdown = /: node (\d+), code (\d+), nats (\d+), connect (\d+), warm-up (\d+) \((\d+) ms CPU\)$/.exec(line);
+    const breakdown =
+      /: node (\d+), code (\d+), nats (\d+), connect (\d+), warm-up (\d+), queue (\d+) \((\d+) ms CPU\)$/.exec(line);
     if (booted) {
       pids.push(Number(booted[1]));
       boots.push(Number(booted[3]));
       if (breakdown) {
-        const [node, code, nats, connect, warmUp, cpuMs] = breakdown.slice(1).map(Number);
-        steps.push({ node, code, nats, connect, warmUp, cpuMs });
+        const [node, code, nats, connect, warmUp, queue, cpuMs] = breakdown.slice(1).map(Number);
+        steps.push({ node, code, nats, connect, warmUp, queue, cpuMs });
       }
       available.set(booted[2], available.get(booted[2]) + reuse);
     } else if (took) {

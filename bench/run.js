@@ -194,7 +194,7 @@ try {
   figures.bareNode = median(bareNode);
   const step = (name) => median(steps.map((boot) => boot[name]));
   figures.bootSteps = Object.fromEntries(
-    ['node', 'code', 'nats', 'connect', 'warmUp', 'cpuMs'].map((name) => [name, step(name)]),
+    ['node', 'code', 'nats', 'connect', 'warmUp', 'queue', 'cpuMs'].map((name) => [name, step(name)]),
   );
   const b = figures.bootSteps;
   rows.push([
@@ -204,8 +204,8 @@ try {
   ]);
   rows.push([
     '… where it goes (medians of each step)',
-    `node ${ms(b.node)}, code ${ms(b.code)}, nats ${ms(b.nats)}, connect ${ms(b.connect)}, warm-up ${ms(b.warmUp)}`,
-    'node: spawn → entry runs; nats: NATS client load with the model made at once',
+    `node ${ms(b.node)}, code ${ms(b.code)}, nats ${ms(b.nats)}, connect ${ms(b.connect)}, warm-up ${ms(b.warmUp)}, queue ${ms(b.queue)}`,
+    'node: spawn → entry runs; nats: NATS client load with the model made at once; queue: finding the queue and sending the first pull',
   ]);
   rows.push([
     'worker CPU by ready (median)',

@@ -11,9 +11,16 @@ import {
   type AgentHost,
   type BootSteps,
 } from '@polish/agents';
-import { createNatsDispatcher } from '@polish/orchestrator';
-import { TaskEnvelopeSchema, ZERO_USAGE, replySubject, taskQueueNames, type TaskEnvelope } from '@polish/protocol';
-import { jetstream } from '@nats-io/jetstream';
+import { createNatsDispatcher, openTaskQueue } from '@polish/orchestrator';
+import {
+  TaskEnvelopeSchema,
+  ZERO_USAGE,
+  replySubject,
+  taskQueueNames,
+  taskQueueOf,
+  type TaskEnvelope,
+} from '@polish/protocol';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
@@ -149,7 +156,15 @@ describe('agent host', () => {
         host.on('worker.ready', (ready) => ready.pid !== holder && resolve(ready)),
       );
       // It says where its boot went: every step measured (the clocks are the two processes').
-      expect(Object.keys(replaced.steps ?? {}).sort()).toEqual(['code', 'connect', 'cpuMs', 'nats', 'node', 'warmUp']);
+      expect(Object.keys(replaced.steps ?? {}).sort()).toEqual([
+        'code',
+        'connect',
+        'cpuMs',
+        'nats',
+        'node',
+        'queue',
+        'warmUp',
+      ]);
       // (code is 0 for a worker restored from the startup snapshot: its code is in the heap it starts with).
       for (const value of Object.values(replaced.steps ?? {})) expect(value).toBeGreaterThanOrEqual(0);
       expect(replaced.steps?.node).toBeGreaterThan(0);
@@ -161,6 +176,23 @@ describe('agent host', () => {
       await dispatcher.close?.();
     } finally {
       writeFileSync(release, '');
+      await host.stop();
+    }
+  });
+
+  it('a worker says it is ready only once its first pull waits at the server', async () => {
+    // A queue of its own (prefix): no other test's worker pulls from it.
+    const prefix = 'polish-ready';
+    await openTaskQueue(nats.connection, { prefix });
+    const queue = taskQueueOf('evaluate', undefined, prefix);
+    const manager = await jetstreamManager(nats.connection);
+    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, prefix });
+    try {
+      await new Promise<void>((resolve) => host.once('worker.ready', () => resolve()));
+      // Asked right away: a task sent now finds the worker already asking for one.
+      const info = await manager.consumers.info(queue.stream, queue.consumer);
+      expect(info.num_waiting).toBe(1);
+    } finally {
       await host.stop();
     }
   });

@@ -342,7 +342,7 @@ describe('polish run/demo with embedded NATS (real processes)', () => {
       expect(ready.length).toBeGreaterThanOrEqual(6);
       for (const line of ready)
         expect(line).toMatch(
-          /^worker \d+ \(\w+\) ready in \d+ ms: node \d+, code \d+, nats \d+, connect \d+, warm-up \d+ \(\d+ ms CPU\)$/,
+          /^worker \d+ \(\w+\) ready in \d+ ms: node \d+, code \d+, nats \d+, connect \d+, warm-up \d+, queue \d+ \(\d+ ms CPU\)$/,
         );
     } finally {
       await stop(host);

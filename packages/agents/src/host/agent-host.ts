@@ -120,6 +120,7 @@ export interface BootSteps {
   nats: number;
   connect: number;
   warmUp: number;
+  queue: number;
   cpuMs: number;
 }
 
@@ -438,6 +439,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           nats: boot.nats,
           connect: boot.connect,
           warmUp: boot.warmUp,
+          queue: boot.queue,
           cpuMs: boot.cpuMs,
         };
         host.emit('worker.ready', { pid, role, bootMs: performance.now() - started, ...(steps ? { steps } : {}) });

@@ -14,12 +14,14 @@ const PULL_EXPIRES_MS = 2_000;
 
 /**
  * The role's consumer on the task queue. Until an orchestrator has created it (a worker may
- * start first), waits and asks again, saying so once; a stop ends the wait.
+ * start first), waits and asks again, saying so once; a stop ends the wait. With `wait` false,
+ * asks once: undefined when it does not exist yet.
  */
 async function openConsumer(
   js: JetStreamClient,
   config: WorkerConfig,
   stop: AbortSignal,
+  wait = true,
 ): Promise<Consumer | undefined> {
   const queue = taskQueueOf(config.role, config.lane, config.prefix);
   for (let waited = false; !stop.aborted; waited = true) {
@@ -27,6 +29,7 @@ async function openConsumer(
       return await js.consumers.get(queue.stream, queue.consumer);
     } catch (error) {
       if (!/not found/i.test(String((error as Error).message))) throw error;
+      if (!wait) return undefined;
       if (!waited)
         process.stderr.write(
           `polish worker ${process.pid}: waiting for the ${queue.label} task queue (no orchestrator has created it yet)\n`,
@@ -65,6 +68,17 @@ export interface BootStart {
   loadNats?: () => Promise<NatsClient>;
 }
 
+/** How a worker process talks with its host and hears when to stop. */
+export interface WorkerLife {
+  /** Resolves once the notice has been handed to the host. */
+  notify: (notice: WorkerNotice) => Promise<void>;
+  stop: AbortSignal;
+  /** Called before the worker may pull: from then on a stop drains instead of exiting at once. */
+  pulling: () => void;
+  /** Resolves when a worker booted at low priority may pull (see WorkerConfig.lowPriority). */
+  raised?: Promise<void>;
+}
+
 /**
  * One worker process's life: connect, warm up, then take at most `reuse` tasks of one role
  * from the task queue, one at a time (it pulls one only when it has none), answer each, then
@@ -74,10 +88,8 @@ export interface BootStart {
  */
 export async function runWorker(
   config: WorkerConfig,
-  notify: (notice: WorkerNotice) => Promise<void>,
-  stop: AbortSignal,
+  { notify, stop, pulling, raised }: WorkerLife,
   start: BootStart = { entryAt: performance.timeOrigin, code: 0 },
-  raised?: Promise<void>,
 ): Promise<void> {
   let mark = performance.now();
   const lap = () => {
@@ -96,19 +108,27 @@ export async function runWorker(
   });
   const connectMs = lap();
   await warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix);
+  const warmUpMs = lap();
+  // Ready means pulling: where the queue exists, the first pull is at the server (flushed) before
+  // the host hears "ready", so a task sent then is not left waiting for the worker to find its
+  // queue. A reserve pulls only once raised. The queue's absence does not hold "ready" back.
+  const js = nats.jetstream(connection);
+  pulling();
+  const found = await openConsumer(js, config, stop, false);
+  let firstPull = found && !raised ? nextTask(found, stop) : undefined;
+  if (firstPull) await connection.flush();
   const cpu = process.cpuUsage();
   const boot: WorkerBoot = {
     entryAt: start.entryAt,
     code: start.code,
     nats: natsMs,
     connect: connectMs,
-    warmUp: lap(),
+    warmUp: warmUpMs,
+    queue: lap(),
     cpuMs: (cpu.user + cpu.system) / 1000,
   };
-  // Ready once warm: a worker started before any orchestrator waits for its queue to appear.
   await notify({ type: 'ready', boot });
-  const js = nats.jetstream(connection);
-  const [consumer] = await Promise.all([openConsumer(js, config, stop), raised]);
+  const [consumer] = await Promise.all([found ?? openConsumer(js, config, stop), raised]);
   if (consumer) {
     const { config: consumerConfig } = await consumer.info(true);
     const context = {
@@ -123,10 +143,13 @@ export async function runWorker(
       notify,
     };
     for (let served = 0; served < config.reuse && !stop.aborted; served += 1) {
-      const message = await nextTask(consumer, stop);
+      const message = await (firstPull ?? nextTask(consumer, stop));
+      firstPull = undefined;
       if (!message) break;
       await serveTask(message, context);
     }
   }
+  // Stopped before its first pull was answered: a task it brings is given back (nextTask) before the connection closes.
+  await firstPull;
   await connection.drain();
 }

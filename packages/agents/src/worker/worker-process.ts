@@ -6,19 +6,18 @@ import { startTelemetry, type Telemetry } from '../telemetry.js';
 
 /** Runs this process as a worker: its configuration comes from the environment, its host is at the IPC channel. */
 export async function workerMain(start: BootStart): Promise<never> {
-  // Until it is ready a worker has pulled nothing: stopping then is leaving at once (even in the
-  // middle of connecting). Once ready, a stop drains: no new task, the one in hand finishes.
-  let ready = false;
+  // Until its first pull a worker holds nothing: stopping then is leaving at once (even in the
+  // middle of connecting). From then on a stop drains: no new task, the one in hand finishes.
+  let pulled = false;
   /** Resolves once the notice has been handed to the IPC channel, so none is lost at exit. */
   const notify = (notice: WorkerNotice) =>
     new Promise<void>((resolve) => {
-      if (notice.type === 'ready') ready = true;
       if (!process.send || !process.connected) return resolve();
       process.send(notice, undefined, {}, () => resolve());
     });
   const stop = new AbortController();
   const onStop = () => {
-    if (!ready) process.exit(0);
+    if (!pulled) process.exit(0);
     stop.abort();
   };
   // SIGTERM/SIGINT, or the host going away.
@@ -34,7 +33,10 @@ export async function workerMain(start: BootStart): Promise<never> {
     const config = WorkerConfigSchema.parse(JSON.parse(process.env[WORKER_CONFIG_ENV] ?? 'null'));
     // Listening before it says it is ready: the host answers that at once.
     const raised = config.lowPriority ? untilRaised(stop.signal) : undefined;
-    await runWorker(config, notify, stop.signal, start, raised);
+    const pulling = () => {
+      pulled = true;
+    };
+    await runWorker(config, { notify, stop: stop.signal, pulling, ...(raised ? { raised } : {}) }, start);
     // A single-use process exits right after its task: export its spans first.
     await telemetry.shutdown();
     process.exit(0);

@@ -180,6 +180,60 @@ describe('agent host', () => {
     }
   });
 
+  it('boots a replacement beside a task only once it waits on its model, or after an instant answer', async () => {
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    const scores = criteria.map((c: { id: string }) => ({
+      criterion_id: c.id,
+      pass: true,
+      evidence: '100 requests per minute',
+    }));
+    const instant = join(mkdtempSync(join(tmpdir(), 'polish-instant-')), 'instant.json');
+    writeFileSync(instant, JSON.stringify({ evaluate: [{ answer: { scores } }] }));
+    const held = heldScript('polish-waits-');
+    for (const [script, release] of [
+      [instant, undefined],
+      [held.script, held.release],
+    ] as const) {
+      // Two idle workers: the one that does not take the task keeps the role served meanwhile.
+      const host = createAgentHost({
+        natsUrl: nats.server.url,
+        roles: ['evaluate'],
+        pool: 2,
+        model: { provider: 'scripted', script },
+      });
+      try {
+        await host.ready;
+        const before = host.workerPids();
+        const holder = new Promise<number>((resolve) => host.once('task.taken', ({ pid }) => resolve(pid)));
+        const newcomer = new Promise<number>((resolve) =>
+          host.on('worker.ready', ({ pid }) => !before.includes(pid) && resolve(pid)),
+        );
+        // Who is alive when the answer is given: no successor yet beside an instant answer.
+        const aliveAtAnswer = new Promise<number[]>((resolve) =>
+          host.once('task.done', () => resolve(host.workerPids())),
+        );
+        const answered = dispatcher.dispatch('evaluate', payload);
+        if (release) {
+          // The task waits on its (held) model: its successor boots and is ready while it waits.
+          await holder;
+          await newcomer;
+          expect(host.workerPids()).toContain(await holder);
+          writeFileSync(release, '');
+          await answered;
+        } else {
+          await answered;
+          expect((await aliveAtAnswer).sort()).toEqual([...before].sort());
+          await newcomer;
+        }
+      } finally {
+        if (release) writeFileSync(release, '');
+        await host.stop();
+      }
+    }
+    await dispatcher.close?.();
+  });
+
   it('a worker says it is ready only once its first pull waits at the server', async () => {
     // A queue of its own (prefix): no other test's worker pulls from it.
     const prefix = 'polish-ready';

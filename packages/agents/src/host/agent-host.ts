@@ -154,6 +154,12 @@ interface WorkerSlot {
   awaitsRaise: boolean;
   /** The task in hand, and how to give it back. */
   held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
+  /**
+   * On its last task, its successor may boot now: the task waits on I/O, or it has answered.
+   * Until then, while its role has an idle worker, the successor waits: its boot would compete
+   * with the answer for the cores.
+   */
+  successorDue: boolean;
 }
 
 /** How long a role must have tasks and no worker before an idle worker of another role leaves for it. */
@@ -221,8 +227,10 @@ function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snap
  * Keeps worker processes for its roles, never more than `maxWorkers` at once. Each worker pulls
  * one task from its role's queue when it has none, so the host takes only what it has processes
  * for, and a burst waits in the queue, in order. The host keeps `pool` idle workers per role
- * where the limit allows, spawns a replacement as soon as a worker takes its last task, and when
- * a role has tasks waiting but no worker while the limit is reached, stops an idle worker of a
+ * where the limit allows. A worker that takes its last task is replaced once its task waits on
+ * I/O (its model) or is answered, or at once when its role has no idle worker left, so that a
+ * replacement's boot does not compete with an answer for the cores. When a role has tasks
+ * waiting but no worker while the limit is reached, it stops an idle worker of a
  * role with nothing waiting to make room. It subscribes to nothing itself; when a worker dies
  * holding a task it says so on `polish.v1.crashed.<role>`, so the task is handed out again at
  * once instead of after its lease.
@@ -263,6 +271,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         idle: mine.filter((slot) => slot.phase === 'idle').length,
         booting: mine.filter((slot) => slot.phase === 'booting').length,
         queued: queued.get(role) ?? 0,
+        answering: mine.filter((slot) => slot.phase === 'busy' && slot.tasksTaken >= reuse && !slot.successorDue)
+          .length,
       };
     });
 
@@ -402,6 +412,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       low: false,
       awaitsRaise: reserve,
       held: undefined,
+      successorDue: false,
     };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
@@ -448,6 +459,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.tasksTaken += 1;
         slot.phase = 'busy';
         slot.held = { taskId: notice.taskId, key: notice.key, ack: notice.ack, delivery: notice.delivery };
+        slot.successorDue = false;
         host.emit('task.taken', {
           pid,
           role,
@@ -457,12 +469,18 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           deliverySeq: notice.deliverySeq,
           delivery: notice.delivery,
         });
-        // Replace it now, not when it exits: the successor is warm long before this task ends.
+        // Its successor boots now only if its role has no idle worker left (see successorDue).
+        balance();
+      } else if (notice.type === 'task.waiting') {
+        // Waiting on its model: the successor boots now, warm long before this task ends.
+        slot.successorDue = true;
         balance();
       } else {
         slot.held = undefined;
+        slot.successorDue = true;
         if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
+        balance();
       }
     });
     child.on('exit', (code, signal) => {

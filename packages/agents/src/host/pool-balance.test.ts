@@ -54,4 +54,12 @@ describe('which workers a host boots (pool balance)', () => {
     });
     expect(plan.retire).toBeUndefined();
   });
+
+  it("waits with an answering worker's successor while its role has an idle worker, and not once it has none", () => {
+    const limits = { pool: 2, free: 4, bootSlots: 2 };
+    // One idle, one answering its last task: the pool counts as full until the answer is sent.
+    expect(chooseBoots([{ ...load('evaluate', 1), answering: 1 }], limits).boot).toEqual([]);
+    // No idle worker left: both successors boot at once (a next task would wait for them).
+    expect(chooseBoots([{ ...load('evaluate', 0), answering: 2 }], limits).boot).toEqual(['evaluate', 'evaluate']);
+  });
 });

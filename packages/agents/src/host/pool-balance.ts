@@ -6,6 +6,12 @@ export interface RoleLoad {
   idle: number;
   booting: number;
   queued: number;
+  /**
+   * Workers answering their last task whose successors wait (their handlers have not yet gone
+   * to wait on I/O): counted as warm while the role has an idle worker, so that a replacement's
+   * boot does not compete with an answer; once the role has none, their successors boot at once.
+   */
+  answering?: number;
 }
 
 /** What a host should do now: the roles to boot a worker for, and an idle worker to stop to make room. */
@@ -27,7 +33,9 @@ export function chooseBoots(
   loads: readonly RoleLoad[],
   limits: { pool: number; free: number; bootSlots: number },
 ): BalancePlan {
-  const warm = new Map(loads.map((load) => [load.role, load.idle + load.booting]));
+  const warm = new Map(
+    loads.map((load) => [load.role, load.idle + load.booting + (load.idle > 0 ? (load.answering ?? 0) : 0)]),
+  );
   const want = (load: RoleLoad) => limits.pool + load.queued;
   const starved = (load: RoleLoad) => load.queued > 0 && (warm.get(load.role) ?? 0) === 0;
   const boot: TaskRole[] = [];

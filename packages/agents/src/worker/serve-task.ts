@@ -166,7 +166,18 @@ async function answer(message: JsMsg, context: TaskContext): Promise<TaskReply |
   // The lease is renewed while the handler works, so a long model call is not handed to another worker.
   const lease = setInterval(() => message.working(), Math.max(1_000, Math.floor(context.leaseMs / 3)));
   try {
-    const reply = await withinTime(handleTask(raw, context.model, worker, context.command), raw, takenAt);
+    const handling = handleTask(raw, context.model, worker, context.command);
+    // Still at work a turn of the event loop later, the handler waits on I/O (its model, a command):
+    // the host may now boot this worker's successor without slowing the answer.
+    let settled = false;
+    const markSettled = () => {
+      settled = true;
+    };
+    void handling.then(markSettled, markSettled);
+    setImmediate(() => {
+      if (!settled) void context.notify({ type: 'task.waiting', taskId });
+    });
+    const reply = await withinTime(handling, raw, takenAt);
     if (!reply) {
       const reason = `its time ran out in the worker after ${Math.round((Date.now() - takenAt) / 1000)} s`;
       progress('released', reason);

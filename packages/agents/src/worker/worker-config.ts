@@ -88,4 +88,6 @@ export type WorkerNotice =
       queueSeq: number;
       deliverySeq: number;
     }
+  /** The task waits on I/O (its model, a command): its handler did not finish within a turn of the event loop. */
+  | { type: 'task.waiting'; taskId: string }
   | { type: 'task.done'; taskId: string; ok: boolean };

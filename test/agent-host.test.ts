@@ -8,8 +8,10 @@ import {
   backgroundBootsUnavailable,
   createAgentHost,
   niceOf,
+  runWorker,
   type AgentHost,
   type BootSteps,
+  type WorkerNotice,
 } from '@polish/agents';
 import { createNatsDispatcher, openTaskQueue } from '@polish/orchestrator';
 import {
@@ -20,7 +22,7 @@ import {
   taskQueueOf,
   type TaskEnvelope,
 } from '@polish/protocol';
-import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager, type ConsumerInfo } from '@nats-io/jetstream';
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
@@ -29,15 +31,17 @@ import { startHost, stop } from './support/processes.js';
 const model = { provider: 'scripted' as const, script: `${REPO}examples/demo/script.yaml` };
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
 
+/** Every criterion passed, quoting the artifact the tests send. */
+const scores = criteria.map((c: { id: string }) => ({
+  criterion_id: c.id,
+  pass: true,
+  evidence: '100 requests per minute',
+}));
+
 /** A script whose evaluate workers each hold their task until `release` exists (they stay alive to be looked at). */
 function heldScript(prefix: string): { script: string; release: string } {
   const release = join(mkdtempSync(join(tmpdir(), prefix)), 'release');
   const script = join(dirname(release), 'held.json');
-  const scores = criteria.map((c: { id: string }) => ({
-    criterion_id: c.id,
-    pass: true,
-    evidence: '100 requests per minute',
-  }));
   writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores }, hold_until_file: release }] }));
   return { script, release };
 }
@@ -121,26 +125,8 @@ describe('agent host', () => {
     silent.close();
   });
 
-  it('replaces a worker as soon as it takes its task (not when it exits), keeping the pool warm', async () => {
-    const release = join(mkdtempSync(join(tmpdir(), 'polish-host-')), 'release');
-    const script = join(dirname(release), 'held.json');
-    writeFileSync(
-      script,
-      JSON.stringify({
-        evaluate: [
-          {
-            answer: {
-              scores: criteria.map((c: { id: string }) => ({
-                criterion_id: c.id,
-                pass: true,
-                evidence: '100 requests per minute',
-              })),
-            },
-            hold_until_file: release,
-          },
-        ],
-      }),
-    );
+  it('with no idle worker left (pool 1), replaces a worker as soon as it takes its task, not when it exits', async () => {
+    const { script, release } = heldScript('polish-host-');
     const host = evaluateHost(script);
     try {
       await host.ready;
@@ -183,11 +169,6 @@ describe('agent host', () => {
   it('boots a replacement beside a task only once it waits on its model, or after an instant answer', async () => {
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
-    const scores = criteria.map((c: { id: string }) => ({
-      criterion_id: c.id,
-      pass: true,
-      evidence: '100 requests per minute',
-    }));
     const instant = join(mkdtempSync(join(tmpdir(), 'polish-instant-')), 'instant.json');
     writeFileSync(instant, JSON.stringify({ evaluate: [{ answer: { scores } }] }));
     const held = heldScript('polish-waits-');
@@ -234,21 +215,47 @@ describe('agent host', () => {
     await dispatcher.close?.();
   });
 
-  it('a worker says it is ready only once its first pull waits at the server', async () => {
-    // A queue of its own (prefix): no other test's worker pulls from it.
-    const prefix = 'polish-ready';
+  /**
+   * One worker run in this process on a queue of its own (prefix: no other test's worker pulls
+   * from it), calling `onReady` with the queue's consumer figures when it says it is ready.
+   */
+  const runOwnWorker = async (prefix: string, onReady: (info: ConsumerInfo, stop: AbortController) => void) => {
     await openTaskQueue(nats.connection, { prefix });
     const queue = taskQueueOf('evaluate', undefined, prefix);
     const manager = await jetstreamManager(nats.connection);
-    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, prefix });
-    try {
-      await new Promise<void>((resolve) => host.once('worker.ready', () => resolve()));
-      // Asked right away: a task sent now finds the worker already asking for one.
-      const info = await manager.consumers.info(queue.stream, queue.consumer);
-      expect(info.num_waiting).toBe(1);
-    } finally {
-      await host.stop();
-    }
+    const stop = new AbortController();
+    const notify = async (notice: WorkerNotice) => {
+      if (notice.type === 'ready') onReady(await manager.consumers.info(queue.stream, queue.consumer), stop);
+    };
+    const config = { natsUrl: nats.server.url, prefix, role: 'evaluate' as const, reuse: 1, model };
+    const running = runWorker(config, { notify, stop: stop.signal, pulling: () => undefined });
+    return { queue, manager, running, stop };
+  };
+
+  it('a worker says it is ready only once its first pull waits at the server', async () => {
+    let pullsAtReady: number | undefined;
+    const worker = await runOwnWorker('polish-ready', (info, stop) => {
+      // Read before the ready notice is delivered: a task sent on "ready" finds the worker asking.
+      pullsAtReady = info.num_waiting;
+      stop.abort();
+    });
+    await worker.running;
+    expect(pullsAtReady).toBe(1);
+  });
+
+  it('a worker stopped right after its first pull gives back the task that pull brought, at once', async () => {
+    const prefix = 'polish-given-back';
+    await openTaskQueue(nats.connection, { prefix });
+    const js = jetstream(nats.connection);
+    // Queued before the worker starts: its first pull brings it.
+    await js.publish(taskQueueOf('evaluate', undefined, prefix).subject, JSON.stringify({ waiting: 'for a worker' }));
+    const worker = await runOwnWorker(prefix, (_info, stop) => stop.abort());
+    await worker.running;
+    // Back in the queue now, not held until its lease runs out (30 s): the next pull gets it.
+    const consumer = await js.consumers.get(worker.queue.stream, worker.queue.consumer);
+    const again = await consumer.next({ expires: 10_000 });
+    expect(again?.info.deliveryCount).toBe(2);
+    again?.term();
   });
 
   it('a worker gives up a task at its deadline instead of paying for an answer nobody reads', async () => {

@@ -157,10 +157,7 @@ modelOptions(
         'boot reserve workers at the lowest priority until ready or a task waits for them (Linux, needs CAP_SYS_NICE; default off)',
       )
       .option('--no-background-boots', 'boot every worker at normal priority (the default)')
-      .option(
-        '--boot-concurrency <n>',
-        'worker processes booting at once (default: one less than the cores, at least 1)',
-      )
+      .option('--boot-concurrency <n>', 'worker processes booting at once (default: the cores)')
       .option(
         '--allow-unsandboxed',
         'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',

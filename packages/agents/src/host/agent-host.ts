@@ -62,7 +62,7 @@ export interface AgentHostOptions {
    * late (docs/benchmarks.md, "Background boots").
    */
   backgroundBoots?: boolean;
-  /** Worker processes booting at once. Default: one less than the cores, at least 1. */
+  /** Worker processes booting at once. Default: the cores. */
   bootConcurrency?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
@@ -241,9 +241,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const backgroundBoots = (options.backgroundBoots ?? false) && backgroundBootsUnavailable() === undefined;
-  // One core is left for answering, with background boots too: a reserve that a task waits for is
-  // raised to normal priority, and booting on every core then slowed the answers (docs/benchmarks.md).
-  const bootConcurrency = options.bootConcurrency ?? Math.max(1, availableParallelism() - 1);
+  // A boot per core: replacements no longer boot against answers (successorDue), and measured
+  // that way a core per boot gave about 1.5x the strict throughput at the same CPU per task, with
+  // slower hops only while the host is saturated with boots (docs/benchmarks.md).
+  const bootConcurrency = options.bootConcurrency ?? availableParallelism();
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
@@ -271,8 +272,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         idle: mine.filter((slot) => slot.phase === 'idle').length,
         booting: mine.filter((slot) => slot.phase === 'booting').length,
         queued: queued.get(role) ?? 0,
-        answering: mine.filter((slot) => slot.phase === 'busy' && slot.tasksTaken >= reuse && !slot.successorDue)
-          .length,
+        // With background boots a successor boots as a reserve anyway: it is not held back.
+        answering: backgroundBoots
+          ? 0
+          : mine.filter((slot) => slot.phase === 'busy' && slot.tasksTaken >= reuse && !slot.successorDue).length,
       };
     });
 
@@ -472,10 +475,11 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         // Its successor boots now only if its role has no idle worker left (see successorDue).
         balance();
       } else if (notice.type === 'task.waiting') {
+        if (notice.taskId !== slot.held?.taskId) return;
         // Waiting on its model: the successor boots now, warm long before this task ends.
         slot.successorDue = true;
         balance();
-      } else {
+      } else if (notice.type === 'task.done') {
         slot.held = undefined;
         slot.successorDue = true;
         if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';

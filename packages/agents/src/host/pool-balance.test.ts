@@ -61,5 +61,7 @@ describe('which workers a host boots (pool balance)', () => {
     expect(chooseBoots([{ ...load('evaluate', 1), answering: 1 }], limits).boot).toEqual([]);
     // No idle worker left: both successors boot at once (a next task would wait for them).
     expect(chooseBoots([{ ...load('evaluate', 0), answering: 2 }], limits).boot).toEqual(['evaluate', 'evaluate']);
+    // A pool of 3 after two takes: one idle stands for one answering worker; the other successor boots.
+    expect(chooseBoots([{ ...load('evaluate', 1), answering: 2 }], { ...limits, pool: 3 }).boot).toEqual(['evaluate']);
   });
 });

@@ -8,8 +8,8 @@ export interface RoleLoad {
   queued: number;
   /**
    * Workers answering their last task whose successors wait (their handlers have not yet gone
-   * to wait on I/O): counted as warm while the role has an idle worker, so that a replacement's
-   * boot does not compete with an answer; once the role has none, their successors boot at once.
+   * to wait on I/O): each counted as warm while an idle worker of the role is left for it, so
+   * that a replacement's boot does not compete with an answer; beyond that they boot at once.
    */
   answering?: number;
 }
@@ -33,8 +33,10 @@ export function chooseBoots(
   loads: readonly RoleLoad[],
   limits: { pool: number; free: number; bootSlots: number },
 ): BalancePlan {
+  // An answering worker stands in for its successor only while an idle worker of its role is
+  // there for it: the role keeps at least half its pool idle, never none.
   const warm = new Map(
-    loads.map((load) => [load.role, load.idle + load.booting + (load.idle > 0 ? (load.answering ?? 0) : 0)]),
+    loads.map((load) => [load.role, load.idle + load.booting + Math.min(load.answering ?? 0, load.idle)]),
   );
   const want = (load: RoleLoad) => limits.pool + load.queued;
   const starved = (load: RoleLoad) => load.queued > 0 && (warm.get(load.role) ?? 0) === 0;

@@ -116,7 +116,11 @@ export async function runWorker(
   pulling();
   const found = await openConsumer(js, config, stop, false);
   let firstPull = found && !raised ? nextTask(found, stop) : undefined;
-  if (firstPull) await connection.flush();
+  if (firstPull) {
+    // The client writes the pull request a few promise turns later: let it go out, then PING.
+    await new Promise(setImmediate);
+    await connection.flush();
+  }
   const cpu = process.cpuUsage();
   const boot: WorkerBoot = {
     entryAt: start.entryAt,
@@ -149,7 +153,8 @@ export async function runWorker(
       await serveTask(message, context);
     }
   }
-  // Stopped before its first pull was answered: a task it brings is given back (nextTask) before the connection closes.
-  await firstPull;
+  // Stopped before it served its first pull: a task that pull brought goes back to the queue at
+  // once, before the connection closes, instead of after its lease.
+  (await firstPull)?.nak();
   await connection.drain();
 }

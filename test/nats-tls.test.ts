@@ -189,6 +189,18 @@ describe('a NATS of `polish nats-config --nkeys --mtls`', () => {
     expect(outcome).toMatch(/Authorization Violation/i);
   });
 
+  it('a client certificate without its key, or a key without its certificate, is bad input (exit 2) before any connection', async () => {
+    const { certFile, keyFile } = tlsOf(ours, 'orchestrator');
+    for (const half of [
+      ['--tls-cert', certFile],
+      ['--tls-key', keyFile],
+    ]) {
+      const outcome = await polish(['status', '--nats', server.url, '--tls-ca', ours.ca, ...half]);
+      expect(outcome.code).toBe(2);
+      expect(outcome.stderr).toContain('a client certificate needs its key, and a key its certificate');
+    }
+  });
+
   it('polish without the CA cannot connect, and says to pass it (exit 6)', async () => {
     const outcome = await polish(['status', '--nats', server.url]);
     expect(outcome.code).toBe(6);

@@ -17,6 +17,7 @@ import {
   readFileSync,
   renameSync,
   rmSync,
+  statSync,
   symlinkSync,
   truncateSync,
   writeFileSync,
@@ -199,6 +200,46 @@ describe('files that decide trust: nobody else may have changed them', () => {
       `the TLS CA certificate ${ca} belongs to another user (uid ${OTHER_UID}, this process runs as uid ${ME}): it decides whom polish trusts, so it must be owned by you or root`,
     );
   });
+
+  it.runIf(asRoot)(
+    'a CA certificate owned by root is trusted by a process of another user; one of a third user is not',
+    async () => {
+      // The deployment as `nobody` would hold it, in a folder it can reach, with root's CA in it.
+      const home = mkdtempSync(join(tmpdir(), 'polish-attack-nobody-'));
+      chmodSync(home, 0o755);
+      const dir = join(home, 'deployment');
+      cpSync(original, dir, { recursive: true });
+      const owned = (path: string, uid: number) => {
+        chownSync(path, uid, uid);
+        if (statSync(path).isDirectory()) for (const entry of readdirSync(path)) owned(join(path, entry), uid);
+      };
+      owned(dir, OTHER_UID);
+      const ca = join(dir, CA);
+      const asNobody = () =>
+        polish(
+          ['worker', '--roles', 'evaluate', '--model', 'scripted:examples/demo/script.yaml', '--nats', NOBODY].concat([
+            '--credentials',
+            join(dir, 'credentials.json'),
+          ]),
+          { uid: OTHER_UID },
+        );
+      try {
+        chownSync(ca, 0, 0);
+        const trusted = await asNobody();
+        // Past every check: it fails only to reach the address.
+        expect([trusted.code, trusted.stderr]).toEqual([UNREACHABLE, expect.stringContaining('connection refused')]);
+        const THIRD_UID = 1;
+        chownSync(ca, THIRD_UID, THIRD_UID);
+        const refusedCa = await asNobody();
+        expect(refusedCa.stderr).toContain(
+          `the TLS CA certificate ${ca} belongs to another user (uid ${THIRD_UID}, this process runs as uid ${OTHER_UID})`,
+        );
+        expect(refusedCa.code).toBe(2);
+      } finally {
+        rmSync(home, { recursive: true, force: true });
+      }
+    },
+  );
 
   it('a client certificate writable by others (0646) is refused', async () => {
     const dir = copy();

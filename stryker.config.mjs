@@ -33,6 +33,9 @@ export default {
   htmlReporter: { fileName: 'reports/mutation/index.html' },
   jsonReporter: { fileName: 'reports/mutation/mutation.json' },
   tempDirName: '.stryker-tmp',
+  // Node 24 from scripts/use-node.sh: never needed in the sandbox, and a worktree's .node symlink
+  // to another checkout's install makes the sandbox copy fail (EISDIR).
+  ignorePatterns: ['.node'],
   cleanTempDir: 'always',
   // A mutant that makes a run wait forever is caught by this timeout (counted as killed): keep it short.
   timeoutMS: 3_000,

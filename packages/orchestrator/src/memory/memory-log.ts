@@ -1,4 +1,4 @@
-import { appendFileSync, existsSync, readFileSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, readFileSync, statSync, truncateSync } from 'node:fs';
 import { join } from 'node:path';
 import { canonicalJson } from '../par/canonical-json.js';
 import { sha256 } from '../hash.js';
@@ -22,7 +22,9 @@ export const headPath = (coordDir: string) => join(proposalsDir(coordDir), 'even
 /** Creates the head of a new, empty log: call it right after creating the folder, never again. */
 export function createHead(coordDir: string): void {
   try {
-    writeFileSync(headPath(coordDir), `${JSON.stringify({ seq: 0, sha256: null })}\n`, { flag: 'wx' });
+    // Whole or not at all (a link of a full temp file): a writer that created the folder a moment
+    // ago must not show another an empty head (it would read as a broken log).
+    writeFileAtomic(headPath(coordDir), `${JSON.stringify({ seq: 0, sha256: null })}\n`, { overwrite: false });
   } catch (error) {
     // Another writer got there first (and may have recorded an event already): its head stands.
     if (errorCode(error) !== 'EEXIST') throw error;

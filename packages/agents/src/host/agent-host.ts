@@ -18,6 +18,7 @@ import {
   WORKER_CONFIG_ENV,
   type HostNotice,
   type NatsAuth,
+  type WorkerBoot,
   type WorkerConfig,
   type WorkerNotice,
 } from '../worker/worker-config.js';
@@ -110,19 +111,11 @@ export interface AgentHostEvents {
 }
 
 /**
- * Where a worker's boot went, in milliseconds: Node starting until the worker's entry ran (fork
- * included), loading its code, loading the NATS client and making the model (at once),
- * connecting to NATS, the warm-up task; and the CPU time the worker had used by then.
+ * Where a worker's boot went, in milliseconds: what the worker measured of itself (see
+ * WorkerBoot: code, nats, connect, warm-up, queue, CPU) and `node`, Node starting until the
+ * worker's entry ran (fork included), which only the host can tell.
  */
-export interface BootSteps {
-  node: number;
-  code: number;
-  nats: number;
-  connect: number;
-  warmUp: number;
-  queue: number;
-  cpuMs: number;
-}
+export type BootSteps = Omit<WorkerBoot, 'entryAt'> & { node: number };
 
 /** A running agent host. */
 export interface AgentHost extends EventEmitter<AgentHostEvents> {

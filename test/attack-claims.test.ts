@@ -17,7 +17,6 @@ import {
   readFileSync,
   renameSync,
   rmSync,
-  statSync,
   symlinkSync,
   truncateSync,
   writeFileSync,
@@ -204,37 +203,36 @@ describe('files that decide trust: nobody else may have changed them', () => {
   it.runIf(asRoot)(
     'a CA certificate owned by root is trusted by a process of another user; one of a third user is not',
     async () => {
-      // The deployment as `nobody` would hold it, in a folder it can reach, with root's CA in it.
+      // A process that loads polish's code as root, then becomes `nobody` (so the checkout may
+      // sit where nobody can read it) and checks a CA in a folder it can reach.
       const home = mkdtempSync(join(tmpdir(), 'polish-attack-nobody-'));
       chmodSync(home, 0o755);
-      const dir = join(home, 'deployment');
-      cpSync(original, dir, { recursive: true });
-      const owned = (path: string, uid: number) => {
-        chownSync(path, uid, uid);
-        if (statSync(path).isDirectory()) for (const entry of readdirSync(path)) owned(join(path, entry), uid);
-      };
-      owned(dir, OTHER_UID);
-      const ca = join(dir, CA);
-      const asNobody = () =>
-        polish(
-          ['worker', '--roles', 'evaluate', '--model', 'scripted:examples/demo/script.yaml', '--nats', NOBODY].concat([
-            '--credentials',
-            join(dir, 'credentials.json'),
-          ]),
-          { uid: OTHER_UID },
-        );
+      const ca = join(home, 'ca.pem');
+      cpSync(join(original, CA), ca);
+      const script = `
+      const { natsConnectOptions } = await import(process.env.AGENTS);
+      process.setgid(${OTHER_UID});
+      process.setuid(${OTHER_UID});
+      try {
+        natsConnectOptions('tls://127.0.0.1:1', { tls: { caFile: process.env.CA } });
+        process.stdout.write('trusted');
+      } catch (error) {
+        process.stdout.write(error.message);
+      }`;
+      const checkAsNobody = () =>
+        spawnSync(process.execPath, ['--input-type=module', '-e', script], {
+          env: { ...process.env, AGENTS: import.meta.resolve('@polish/agents'), CA: ca },
+          encoding: 'utf8',
+        });
       try {
         chownSync(ca, 0, 0);
-        const trusted = await asNobody();
-        // Past every check: it fails only to reach the address.
-        expect([trusted.code, trusted.stderr]).toEqual([UNREACHABLE, expect.stringContaining('connection refused')]);
+        const trusted = checkAsNobody();
+        expect([trusted.status, trusted.stdout, trusted.stderr]).toEqual([0, 'trusted', '']);
         const THIRD_UID = 1;
         chownSync(ca, THIRD_UID, THIRD_UID);
-        const refusedCa = await asNobody();
-        expect(refusedCa.stderr).toContain(
+        expect(checkAsNobody().stdout).toContain(
           `the TLS CA certificate ${ca} belongs to another user (uid ${THIRD_UID}, this process runs as uid ${OTHER_UID})`,
         );
-        expect(refusedCa.code).toBe(2);
       } finally {
         rmSync(home, { recursive: true, force: true });
       }

@@ -13,15 +13,13 @@ export interface CliOutcome {
 /** Runs the built `polish` as a child process and collects its output. */
 export function polish(
   args: string[],
-  options: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv; uid?: number } = {},
+  options: { input?: string; cwd?: string; env?: NodeJS.ProcessEnv } = {},
 ): Promise<CliOutcome> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [POLISH, ...args], {
       cwd: options.cwd ?? REPO,
       env: options.env ?? process.env,
       stdio: ['pipe', 'pipe', 'pipe'],
-      // Another user (its own group too): only a test running as root can ask for one.
-      ...(options.uid === undefined ? {} : { uid: options.uid, gid: options.uid }),
     });
     let stdout = '';
     let stderr = '';

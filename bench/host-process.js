@@ -9,11 +9,20 @@ const POLISH = fileURLToPath(new URL('../packages/cli/dist/bin.js', import.meta.
  * A running agent host: boot times and worker pids from its log, and a way to wait until a
  * role has `count` ready, unused task slots (a warm pool).
  */
-export async function startHostProcess({ natsUrl, roles, pool, reuse = 1, script, maxWorkers, flags = [] }) {
+export async function startHostProcess({
+  natsUrl,
+  roles,
+  pool,
+  reuse = 1,
+  script,
+  maxWorkers,
+  flags = [],
+  polish = POLISH,
+}) {
   const child = spawn(
     process.execPath,
     [
-      POLISH,
+      polish,
       'worker',
       '--nats',
       natsUrl,

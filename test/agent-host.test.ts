@@ -343,11 +343,10 @@ describe('agent host', () => {
           if (snapshot) {
             expect(commandLine).toContain('--snapshot-blob');
             expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
-            expect(commandLine.at(-2)).toMatch(/worker-bundle\/nats-client\.mjs$/);
           } else {
             expect(commandLine).not.toContain('--snapshot-blob');
-            expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
           }
+          expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
           const reply = await dispatcher.dispatch('evaluate', payload);
           expect(reply.worker.pid).toBe(pid);
           const { scores } = reply.result as { scores: { criterion_id: string }[] };
@@ -358,6 +357,30 @@ describe('agent host', () => {
       }
     } finally {
       await dispatcher.close?.();
+    }
+  });
+
+  it('gives every worker restored from the startup snapshot inbox names of its own', async () => {
+    // The NATS client is in the snapshot's heap: a worker must not start with the build's inbox
+    // prefix (two workers would then share inboxes). Each warm-up asks on a new inbox of its own.
+    const warmUps: string[] = [];
+    const subscription = nats.connection.subscribe('_INBOX.>', {
+      callback: (_error, message) => {
+        if (message.reply && /"taskId":"warm-up"/.test(message.string())) warmUps.push(message.subject);
+      },
+    });
+    await nats.connection.flush();
+    const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate', 'criteria'], pool: 2, model });
+    try {
+      await host.ready;
+      await nats.connection.flush();
+      expect(warmUps).toHaveLength(4);
+      // _INBOX.<12-character prefix><10-character sequence>
+      const prefixes = new Set(warmUps.map((subject) => subject.slice('_INBOX.'.length, '_INBOX.'.length + 12)));
+      expect(prefixes.size).toBe(4);
+    } finally {
+      subscription.unsubscribe();
+      await host.stop();
     }
   });
 

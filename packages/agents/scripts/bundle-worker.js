@@ -15,9 +15,8 @@ rmSync(`${dist}worker-bundle`, { recursive: true, force: true });
 rmSync(`${dist}worker-snapshot`, { recursive: true, force: true });
 await build({
   // The entry turns the compile cache on, then imports the rest (a chunk of its own), so that
-  // chunk's bytecode comes from the cache. nats-client is an entry of its own with a fixed name:
-  // a worker restored from the snapshot loads it by its path.
-  input: { 'worker-entry': `${dist}worker/worker-entry.js`, 'nats-client': `${dist}worker/nats-client.js` },
+  // chunk's bytecode comes from the cache.
+  input: { 'worker-entry': `${dist}worker/worker-entry.js` },
   platform: 'node',
   logLevel: 'warn',
   output: {
@@ -33,14 +32,30 @@ await build({
 // not load later, is replaced by a module that says so: the host forks the snapshot only for
 // workers that need none of it (agent-host.ts, workerLaunch). A snapshot per provider SDK was
 // tried and measured: no faster than the bundle, and 20 MB more to install (docs/benchmarks.md).
-const NOT_IN_SNAPSHOT =
-  /[\\/]dist[\\/](worker[\\/]nats-client|providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+const NOT_IN_SNAPSHOT = /[\\/]dist[\\/](providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+// node:tls cannot be in a snapshot (the builder fails on it), but the NATS client needs it only
+// to open a TLS connection: the client's `node:tls` is a stand-in that loads the real module at
+// its first use, which is after the restore.
+const LAZY_TLS = '\0polish-lazy-tls';
+const lazyTls = [
+  'let tls;',
+  "const real = () => (tls ??= process.getBuiltinModule('node:tls'));",
+  'export const connect = (...args) => real().connect(...args);',
+  // Before the first TLS connection nothing can be a TLSSocket, so there is nothing to load.
+  'export class TLSSocket { static [Symbol.hasInstance](value) { return tls !== undefined && value instanceof tls.TLSSocket; } }',
+  'export default { connect, TLSSocket };',
+].join('\n');
 const entry = `${dist}worker-snapshot/snapshot-entry.cjs`;
 const snapshot = await build({
   input: `${dist}worker/snapshot-entry.js`,
   platform: 'node',
   logLevel: 'warn',
   plugins: [
+    {
+      name: 'lazy-tls',
+      resolveId: (id) => (id === 'node:tls' || id === 'tls' ? LAZY_TLS : null),
+      load: (id) => (id === LAZY_TLS ? lazyTls : null),
+    },
     {
       name: 'not-in-snapshot',
       load: (id) =>
@@ -52,11 +67,10 @@ const snapshot = await build({
   ],
   output: { file: entry, format: 'cjs', minify: true, codeSplitting: false },
 });
-// The NATS client (and with it node:tls) must load after the restore, never from the snapshot.
+// node:tls must load after the restore, never from the snapshot.
 const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
-const nats = modules.filter((id) => /@nats-io[\\/]|node:tls|^tls$/.test(id));
-if (nats.length > 0)
-  throw new Error(`the worker snapshot must not hold the NATS client, but it has ${nats.join(', ')}`);
+const tls = modules.filter((id) => /^(node:)?tls$/.test(id));
+if (tls.length > 0) throw new Error(`the worker snapshot must not hold node:tls, but it has ${tls.join(', ')}`);
 
 const blob = `${dist}worker-snapshot/worker.blob`;
 const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], { encoding: 'utf8' });

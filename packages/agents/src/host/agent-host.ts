@@ -198,19 +198,19 @@ const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.u
  */
 function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snapshot: boolean): WorkerLaunch {
   const blob = dist('worker-snapshot/worker.blob');
-  const natsModule = dist('worker-bundle/nats-client.mjs');
+  const bundled = dist('worker-bundle/worker-entry.mjs');
   const pure = model.provider === 'scripted' || model.provider === 'none';
-  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob) && existsSync(natsModule)) {
+  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob)) {
     const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as Record<string, string>;
-    // The script argument is the NATS client module, which the restored worker loads by its path.
+    // A restored process runs the snapshot's main, not its script argument: the bundled entry
+    // only names what the process is in `ps`.
     if (built.node === process.version && built.platform === process.platform && built.arch === process.arch)
       return {
-        modulePath: natsModule,
+        modulePath: bundled,
         execArgv: [...process.execArgv, '--snapshot-blob', blob],
         from: 'the startup snapshot',
       };
   }
-  const bundled = dist('worker-bundle/worker-entry.mjs');
   return existsSync(bundled)
     ? { modulePath: bundled, execArgv: process.execArgv, from: 'the bundle' }
     : { modulePath: dist('worker/worker-entry.js'), execArgv: process.execArgv, from: 'the modules' };

@@ -61,6 +61,11 @@ export function loadScriptFile(path: string): ScriptFile {
   } catch (error) {
     throw new PolishError('INVALID_INPUT', `script: cannot read ${path}: ${(error as Error).message}`);
   }
+  return parseScriptFile(text, path);
+}
+
+/** Parses and validates a script file's text (YAML or JSON); `path` names it in errors. */
+export function parseScriptFile(text: string, path: string): ScriptFile {
   let document: unknown;
   try {
     document = parseYaml(text);

@@ -1,6 +1,6 @@
 // The NATS client of a worker, loaded by a dynamic import: it then loads while the model is being
-// made instead of before any worker code runs, and it stays out of a startup snapshot of the
-// worker's code (node:tls, which it needs, cannot be in one).
+// made instead of before any worker code runs. In the worker's startup snapshot it is loaded at
+// build time instead (snapshot-entry.ts).
 
 /** Loads the NATS client modules a worker uses. */
 export async function loadNatsClient() {
@@ -13,6 +13,8 @@ export async function loadNatsClient() {
     createInbox: transport.createInbox,
     nkeyAuthenticator: transport.nkeyAuthenticator,
     jetstream: jetstreamModule.jetstream,
+    /** The generator of inbox names: a worker restored from a snapshot draws a new prefix for it. */
+    nuid: transport.nuid,
   };
 }
 

@@ -98,24 +98,33 @@ export async function runWorker(
     mark = now;
     return elapsed;
   };
-  // The NATS client loads while the model is made (reading a script, or loading an SDK).
-  const [nats, model] = await Promise.all([(start.loadNats ?? loadNatsClient)(), createModel(config.model)]);
+  // The model is made (reading a script, or loading an SDK) while the NATS client loads and
+  // connects; its failure is awaited below, with the connection's.
+  const modelMade = createModel(config.model);
+  modelMade.catch(() => undefined);
+  const nats = await (start.loadNats ?? loadNatsClient)();
   const natsMs = lap();
   const worker = currentWorker();
-  const connection = await nats.connect({
-    ...natsOptions(config.natsUrl, config.auth, nats.nkeyAuthenticator),
-    name: `polish-${config.role}-${worker.pid}`,
-  });
+  const [connection, model] = await Promise.all([
+    nats.connect({
+      ...natsOptions(config.natsUrl, config.auth, nats.nkeyAuthenticator),
+      name: `polish-${config.role}-${worker.pid}`,
+    }),
+    modelMade,
+  ]);
   const connectMs = lap();
-  await warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix);
+  // The role's queue is looked up while the warm-up task runs.
+  const js = nats.jetstream(connection);
+  const [found] = await Promise.all([
+    openConsumer(js, config, stop, false),
+    warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix),
+  ]);
   const warmUpMs = lap();
   // Ready means pulling: where the queue exists, the first pull is at the server (flushed) before
   // the host hears "ready", so a task sent then is not left waiting for the worker to find its
   // queue. A reserve pulls only once raised. The queue's absence does not hold "ready" back.
-  const js = nats.jetstream(connection);
   pulling();
-  const found = await openConsumer(js, config, stop, false);
-  let firstPull = found && !raised ? nextTask(found, stop) : undefined;
+  let firstPull = found && !raised && !stop.aborted ? nextTask(found, stop) : undefined;
   if (firstPull) {
     // The client writes the pull request a few promise turns later: let it go out, then PING.
     await new Promise(setImmediate);

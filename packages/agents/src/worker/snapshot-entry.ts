@@ -1,26 +1,41 @@
 // The entry of the worker's V8 startup snapshot (`node --build-snapshot`, see
-// scripts/bundle-worker.js): the worker's code, zod and the protocol's schemas are loaded and
-// built once, at build time, and every worker process starts from that heap instead of loading
-// them again. What cannot be in a snapshot is loaded after the restore: the NATS client
-// (node:tls is not supported by the snapshot builder), from the bundle's nats-client.mjs, whose
-// path the host passes as the script argument. A restored process has no dynamic import(), so
-// the host uses the snapshot only for workers that need nothing else loaded later (the scripted
-// model or none, no tracing); see workerLaunch in agent-host.ts.
+// scripts/bundle-worker.js): the worker's code, zod, the protocol's schemas and the NATS client
+// are loaded and built once, at build time, and every worker process starts from that heap
+// instead of loading them again. node:tls cannot be in a snapshot: the bundle gives the NATS
+// client a stand-in that loads it at the first TLS connection, after the restore. A restored
+// process has no dynamic import(), so the host uses the snapshot only for workers that need
+// nothing else loaded later (the scripted model or none, no tracing); see workerLaunch in
+// agent-host.ts.
 // Nothing here may draw random values at build time (crypto.randomUUID keeps a cache of random
-// bytes in the heap): every restored worker would then draw the same ones.
+// bytes in the heap): every restored worker would then draw the same ones. The NATS client's
+// nuid, the source of its inbox names, draws a new prefix after the restore all the same.
 import { startupSnapshot } from 'node:v8';
 import { enableCompileCache } from '../compile-cache.js';
-import type { NatsClient } from './nats-client.js';
+import { TaskRoleSchema } from '@polish/protocol';
+import { parseScriptFile } from '../providers/script-file.js';
+import { loadNatsClient, type NatsClient } from './nats-client.js';
+import { warmHandler } from './warm-up.js';
 import { workerMain } from './worker-process.js';
+
+// Run at build time, so that the snapshot holds the NATS client's modules already run, and the
+// handlers' code (zod compiles a schema's parser at its first use) already used once.
+let natsClient: NatsClient | undefined;
+void loadNatsClient().then((client) => (natsClient = client));
+// par.command runs a command: not at build time.
+for (const role of TaskRoleSchema.options) if (role !== 'par.command') void warmHandler(role);
+// A scripted worker's first step is reading its script (YAML or JSON).
+parseScriptFile(
+  'name: warm-up\nevaluate:\n  - when: { artifact_contains: warm }\n    answer: { scores: [] }\n    delay_ms: 0\n' +
+    'revise: [{ answers: ["warm-up", { artifact: "warm-up" }] }]\n',
+  'warm-up.yaml',
+);
+parseScriptFile('{"name":"warm-up","evaluate":[{"answer":{"scores":[]}}]}', 'warm-up.json');
 
 startupSnapshot.setDeserializeMainFunction(() => {
   const entryAt = performance.timeOrigin + performance.now();
   enableCompileCache();
-  const natsModule = process.argv[1] as string;
-  const load = process.getBuiltinModule('node:module').createRequire(natsModule);
-  void workerMain({
-    entryAt,
-    code: 0,
-    loadNats: () => (load(natsModule) as { loadNatsClient: () => Promise<NatsClient> }).loadNatsClient(),
-  });
+  if (!natsClient) throw new Error('the worker snapshot was built without its NATS client');
+  const client = natsClient;
+  client.nuid.reset();
+  void workerMain({ entryAt, code: 0, loadNats: async () => client });
 });

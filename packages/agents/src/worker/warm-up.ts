@@ -52,6 +52,15 @@ function syntheticTask(role: TaskRole): TaskEnvelope {
   }
 }
 
+/** Runs one synthetic task of the role through the handler alone (no NATS), against a local scripted answer. */
+export async function warmHandler(role: TaskRole): Promise<void> {
+  const reply = await handleTask(
+    syntheticTask(role),
+    createScriptedProvider(() => ANSWERS[role]),
+  );
+  if (!reply.ok) throw new Error(`handler warm-up of ${role} failed: ${reply.error.message}`);
+}
+
 /**
  * Runs one synthetic task of the role through the whole path a real task takes (a NATS request
  * to a private inbox, the subscription iterator, envelope parse, prompt, JSON Schema,

@@ -1,0 +1,69 @@
+// `node bench/build-ab.js <rounds> <checkout> <checkout> …` (each checkout built with
+// `pnpm build`): compares worker boots and strict hops of builds, in turns, in one run. Each
+// round starts each checkout's `polish worker` in turn (the order reversed every other round)
+// with one idle evaluate worker of the instant scripted model, and sends it 10 strict tasks one
+// at a time, each once a worker is ready: 10 boots and 10 hops a round. It prints, per checkout,
+// the median ready time, hop and boot steps, and writes nothing.
+// To compare with an older commit: `git worktree add /tmp/old <rev> && cd /tmp/old && pnpm
+// install --frozen-lockfile && pnpm build`, then `node bench/build-ab.js 6 /tmp/old .`.
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { connect } from '@nats-io/transport-node';
+import { createNatsDispatcher } from '@polish/orchestrator';
+import { startNatsServer } from '@polish/cli';
+import { startHostProcess } from './host-process.js';
+
+const [rounds, ...checkouts] = process.argv.slice(2);
+if (!Number(rounds) || checkouts.length === 0) {
+  process.stderr.write('usage: node bench/build-ab.js <rounds> <checkout> [<checkout> …]\n');
+  process.exit(2);
+}
+const REPO = fileURLToPath(new URL('../', import.meta.url));
+const scratch = mkdtempSync(join(tmpdir(), 'polish-build-ab-'));
+const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
+const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
+const script = join(scratch, 'instant.json');
+const scores = criteria.map((criterion) => ({
+  criterion_id: criterion.id,
+  pass: true,
+  evidence: '100 requests per minute',
+}));
+writeFileSync(script, JSON.stringify({ name: 'bench-instant', evaluate: [{ answer: { scores } }] }));
+const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+
+const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
+const connection = await connect({ servers: server.url });
+const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
+const results = new Map(checkouts.map((checkout) => [checkout, { boots: [], steps: [], hops: [] }]));
+try {
+  for (let round = 0; round < Number(rounds); round += 1) {
+    for (const checkout of round % 2 ? [...checkouts].reverse() : checkouts) {
+      const polish = join(resolve(checkout), 'packages/cli/dist/bin.js');
+      const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 1, script, polish });
+      const result = results.get(checkout);
+      for (let index = 0; index < 10; index += 1) {
+        await host.warm('evaluate');
+        const started = performance.now();
+        await dispatcher.dispatch('evaluate', { artifact, criteria });
+        result.hops.push(performance.now() - started);
+        await host.taken(index + 1);
+      }
+      result.boots.push(...host.boots);
+      result.steps.push(...host.steps);
+      await host.stop();
+    }
+  }
+  for (const [checkout, { boots, steps, hops }] of results) {
+    const step = Object.fromEntries(Object.keys(steps[0]).map((name) => [name, median(steps.map((s) => s[name]))]));
+    process.stdout.write(
+      `${checkout}: ${boots.length} boots, ready ${median(boots)} ms, hop p50 ${median(hops).toFixed(2)} ms, ` +
+        `steps ${JSON.stringify(step)}\n`,
+    );
+  }
+} finally {
+  await connection.close();
+  await server.stop();
+  rmSync(scratch, { recursive: true, force: true });
+}

@@ -6,8 +6,12 @@
 // Then a V8 startup snapshot of the worker (worker.blob): the same code as one CommonJS script,
 // run once by `node --build-snapshot`, so that a worker starts with its code already loaded.
 import { build } from 'rolldown';
-import { spawnSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../dist/', import.meta.url));
@@ -81,8 +85,51 @@ if (nonAscii >= 0)
     `the worker snapshot's script is not all ASCII (at byte ${nonAscii}): its source would take twice the room in every worker's heap`,
   );
 
+/**
+ * A NATS server on loopback for the snapshot's build, through which its worker serves a few
+ * tasks (src/worker/snapshot-path.ts); undefined where nats-server is not installed.
+ */
+async function snapshotNats() {
+  if (spawnSync('nats-server', ['--version']).error) return undefined;
+  const port = await new Promise((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const { port: free } = probe.address();
+      probe.close(() => resolve(free));
+    });
+  });
+  const store = mkdtempSync(join(tmpdir(), 'polish-snapshot-nats-'));
+  const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], {
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
+  const stop = () => {
+    server.kill();
+    rmSync(store, { recursive: true, force: true });
+  };
+  const lines = [];
+  await new Promise((resolve, reject) => {
+    createInterface({ input: server.stderr }).on('line', (line) => {
+      lines.push(line);
+      if (line.includes('Server is ready')) resolve();
+    });
+    server.once('exit', (code) => {
+      stop();
+      reject(new Error(`nats-server for the worker snapshot exited (${code}):\n${lines.join('\n')}`));
+    });
+  });
+  return { url: `nats://127.0.0.1:${port}`, stop };
+}
+
 const blob = `${dist}worker-snapshot/worker.blob`;
-const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], { encoding: 'utf8' });
+const nats = await snapshotNats();
+if (!nats)
+  process.stderr.write(
+    'nats-server is not installed: the worker snapshot is built without serving tasks first, so a restored worker compiles the task path on its first task\n',
+  );
+const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], {
+  encoding: 'utf8',
+  env: { ...process.env, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
+});
+nats?.stop();
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
 // The script was only the snapshot's input: workers never read it.
 rmSync(entry);

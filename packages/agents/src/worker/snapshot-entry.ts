@@ -14,13 +14,21 @@ import { enableCompileCache } from '../compile-cache.js';
 import { TaskRoleSchema } from '@polish/protocol';
 import { parseScriptFile } from '../providers/script-file.js';
 import { loadNatsClient, type NatsClient } from './nats-client.js';
+import { SNAPSHOT_NATS_ENV, exercisePath } from './snapshot-path.js';
 import { warmHandler } from './warm-up.js';
 import { workerMain } from './worker-process.js';
 
 // Run at build time, so that the snapshot holds the NATS client's modules already run, and the
 // handlers' code (zod compiles a schema's parser at its first use) already used once.
+// With a NATS server from the build (SNAPSHOT_NATS_ENV), a worker also serves a few tasks
+// through the whole path (snapshot-path.ts). A failure fails the build.
 let natsClient: NatsClient | undefined;
-void loadNatsClient().then((client) => (natsClient = client));
+void (async () => {
+  const client = await loadNatsClient();
+  const natsUrl = process.env[SNAPSHOT_NATS_ENV];
+  if (natsUrl) await exercisePath(natsUrl, client);
+  natsClient = client;
+})();
 // par.command runs a command: not at build time.
 for (const role of TaskRoleSchema.options) if (role !== 'par.command') void warmHandler(role);
 // A scripted worker's first step is reading its script (YAML or JSON).

@@ -3,7 +3,8 @@
 // round starts each checkout's `polish worker` in turn (the order reversed every other round)
 // with one idle evaluate worker of the instant scripted model, and sends it 10 strict tasks one
 // at a time, each once a worker is ready: 10 boots and 10 hops a round. It prints, per checkout,
-// the median ready time, hop and boot steps, and writes nothing.
+// the median ready time, hop and boot steps, and writes nothing. With --reuse, each round sends
+// 50 tasks back to back to one worker that serves them all (hot hops, no boots).
 // To compare with an older commit: `git worktree add /tmp/old <rev> && cd /tmp/old && pnpm
 // install --frozen-lockfile && pnpm build`, then `node bench/build-ab.js 6 /tmp/old .`.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -15,9 +16,10 @@ import { createNatsDispatcher } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
 
-const [rounds, ...checkouts] = process.argv.slice(2);
+const reuse = process.argv.includes('--reuse');
+const [rounds, ...checkouts] = process.argv.slice(2).filter((arg) => arg !== '--reuse');
 if (!Number(rounds) || checkouts.length === 0) {
-  process.stderr.write('usage: node bench/build-ab.js <rounds> <checkout> [<checkout> …]\n');
+  process.stderr.write('usage: node bench/build-ab.js [--reuse] <rounds> <checkout> [<checkout> …]\n');
   process.exit(2);
 }
 const REPO = fileURLToPath(new URL('../', import.meta.url));
@@ -41,14 +43,21 @@ try {
   for (let round = 0; round < Number(rounds); round += 1) {
     for (const checkout of round % 2 ? [...checkouts].reverse() : checkouts) {
       const polish = join(resolve(checkout), 'packages/cli/dist/bin.js');
-      const host = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 1, script, polish });
+      const host = await startHostProcess({
+        natsUrl: server.url,
+        roles: ['evaluate'],
+        pool: 1,
+        script,
+        polish,
+        ...(reuse ? { reuse: 100_000 } : {}),
+      });
       const result = results.get(checkout);
-      for (let index = 0; index < 10; index += 1) {
-        await host.warm('evaluate');
+      for (let index = 0; index < (reuse ? 50 : 10); index += 1) {
+        if (!reuse || index === 0) await host.warm('evaluate');
         const started = performance.now();
         await dispatcher.dispatch('evaluate', { artifact, criteria });
         result.hops.push(performance.now() - started);
-        await host.taken(index + 1);
+        if (!reuse) await host.taken(index + 1);
       }
       result.boots.push(...host.boots);
       result.steps.push(...host.steps);

@@ -11,6 +11,7 @@ import { computeVerdict, createInProcessDispatcher, createNatsDispatcher, startP
 import { startNatsServer } from '@polish/cli';
 import { buildLangGraphLoop, runLangGraphLoop } from './langgraph-loop.js';
 import { startHostProcess } from './host-process.js';
+import { measureWayIn } from './way-in.js';
 import { measureReviseCost } from './revise-cost.js';
 import { ownCpuMs, treeCpuMs, waitedChildrenCpuMs } from './cpu.js';
 
@@ -84,6 +85,12 @@ try {
   echo.unsubscribe();
   figures.natsP50 = median(natsSamples);
   log(`nats request p50 ${ms(figures.natsP50)}`);
+  // The floors of the parts of a hop, without polish's code (bench/way-in.js): a request answered
+  // by another process, and a task's way through a JetStream work queue to a waiting pull there.
+  section = 'way in';
+  const wayIn = await measureWayIn(server.url, connection, QUICK ? 200 : 1000);
+  figures.wayInFile = wayIn.file.p50;
+  log(`way in: other process ${ms(wayIn.coreOtherProcess.p50)}, JetStream file ${ms(wayIn.file.p50)}`);
 
   // 2. Hop latency with a warm pool: dispatch → worker process → reply, one task per process and
   // with --reuse. Strict is measured two ways: back to back (the next task is sent as soon as a
@@ -163,7 +170,19 @@ try {
     log(`hop ${mode}: p50 ${ms(p50)} p99 ${ms(p99)} (taken ${ms(toTaken)}, answer ${ms(toAnswer)})`);
   }
   figures.hopDefault = figures.hopForeground;
-  rows.unshift(['NATS request on loopback (floor of a hop), p50', ms(figures.natsP50), '1×']);
+  rows.unshift(
+    ['NATS request on loopback (floor of a hop), p50', ms(figures.natsP50), '1×'],
+    [
+      '… answered by another process (a bare one with only the NATS client), p50',
+      ms(wayIn.coreOtherProcess.p50),
+      `${(wayIn.coreOtherProcess.p50 / figures.natsP50).toFixed(1)}×`,
+    ],
+    [
+      '… a task\'s way in without polish: JetStream work queue on file → a pull waiting in another process → its "taken" back, p50',
+      ms(wayIn.file.p50),
+      `${(wayIn.file.p50 / figures.natsP50).toFixed(1)}× (in memory: ${ms(wayIn.memory.p50)})`,
+    ],
+  );
 
   // 3. Worker boot (spawn → ready) and idle RSS, one worker at a time. The floors: a bare `node -e 0`
   // of the same binary (spawn → exit), and a bare node process that sends one IPC message.
@@ -435,7 +454,8 @@ const targets = [
   [
     'hop p50 in strict mode ≤ 2 ms (≤ 6× a bare NATS request)',
     figures.hopDefault <= 2 && figures.hopDefault <= 6 * figures.natsP50,
-    `${ms(figures.hopDefault)} = ${(figures.hopDefault / figures.natsP50).toFixed(1)}× a bare NATS request`,
+    `${ms(figures.hopDefault)} = ${(figures.hopDefault / figures.natsP50).toFixed(1)}× a bare NATS request ` +
+      `(${(figures.hopDefault / figures.wayInFile).toFixed(1)}× the way in without polish)`,
   ],
   [
     '4-iteration run over NATS, strict, no slower than LangGraph.js in-process',

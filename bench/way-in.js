@@ -21,6 +21,75 @@ import { startNatsServer } from '@polish/cli';
 const STORAGES = ['file', 'memory'];
 const streamOf = (storage) => `WAY_IN_${storage.toUpperCase()}`;
 
+const quantile = (values, q) =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
+
+/**
+ * The floors of a hop through `serverUrl` (JetStream enabled), measured from `connection` against
+ * a bare worker process: the p50 and p99 in ms of each way, `samples` of each, in turns.
+ */
+export async function measureWayIn(serverUrl, connection, samples) {
+  const task = JSON.stringify({ payload: 'x'.repeat(2_000) });
+  const manager = await jetstreamManager(connection);
+  const worker = fork(new URL(import.meta.url).pathname, ['--worker', serverUrl], { stdio: 'inherit' });
+  const subscriptions = [];
+  try {
+    for (const storage of STORAGES) {
+      await manager.streams.add({
+        name: streamOf(storage),
+        subjects: [`way-in.${storage}`],
+        retention: RetentionPolicy.Workqueue,
+        storage: storage === 'file' ? StorageType.File : StorageType.Memory,
+      });
+      await manager.consumers.add(streamOf(storage), { durable_name: 'worker', ack_policy: AckPolicy.Explicit });
+    }
+    await new Promise((resolve) => worker.once('message', resolve));
+    subscriptions.push(
+      connection.subscribe('way-in.echo', { callback: (_error, message) => message.respond(message.data) }),
+    );
+    const js = jetstream(connection);
+    let taken;
+    subscriptions.push(connection.subscribe('way-in.taken', { callback: () => taken?.() }));
+    await connection.flush();
+    const timed = async (action) => {
+      const started = performance.now();
+      await action();
+      return performance.now() - started;
+    };
+    const viaStream = async (storage) => {
+      // The worker's pull waits at the server before the task is sent, as a ready worker's does.
+      await connection.request('way-in.pull', storage, { timeout: 5_000 });
+      const back = new Promise((resolve) => (taken = resolve));
+      return timed(async () => {
+        await Promise.all([js.publish(`way-in.${storage}`, task), back]);
+      });
+    };
+    const ways = {
+      core: () => timed(() => connection.request('way-in.echo', task, { timeout: 5_000 })),
+      coreOtherProcess: () => timed(() => connection.request('way-in.core', task, { timeout: 5_000 })),
+      file: () => viaStream('file'),
+      memory: () => viaStream('memory'),
+    };
+    const results = Object.fromEntries(Object.keys(ways).map((way) => [way, []]));
+    // Warm every path first: these are a hot worker's figures.
+    for (const way of Object.keys(ways)) for (let index = 0; index < 100; index += 1) await ways[way]();
+    for (let round = 0; round * 100 < samples; round += 1) {
+      const order = round % 2 ? Object.keys(ways).reverse() : Object.keys(ways);
+      for (const way of order) for (let index = 0; index < 100; index += 1) results[way].push(await ways[way]());
+    }
+    return Object.fromEntries(
+      Object.entries(results).map(([way, values]) => [
+        way,
+        { p50: quantile(values, 0.5), p99: quantile(values, 0.99) },
+      ]),
+    );
+  } finally {
+    worker.kill();
+    for (const subscription of subscriptions) subscription.unsubscribe();
+    for (const storage of STORAGES) await manager.streams.delete(streamOf(storage)).catch(() => undefined);
+  }
+}
+
 if (process.argv[2] === '--worker') {
   // The worker: answers core requests, and serves each stream's tasks one at a time, each with a
   // pull that waits at the server before the orchestrator sends the next task.
@@ -39,68 +108,25 @@ if (process.argv[2] === '--worker') {
   });
   await connection.flush();
   process.send('ready');
-} else {
+} else if (import.meta.url === new URL(process.argv[1], 'file://').href) {
   const samples = Number(process.argv[2] ?? 1000);
   const scratch = mkdtempSync(join(tmpdir(), 'polish-way-in-'));
   const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
-  const orchestrator = await connect({ servers: server.url });
-  const quantile = (values, q) =>
-    [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
-  const task = JSON.stringify({ payload: 'x'.repeat(2_000) });
-  let worker;
+  const connection = await connect({ servers: server.url });
   try {
-    const manager = await jetstreamManager(orchestrator);
-    for (const storage of STORAGES) {
-      await manager.streams.add({
-        name: streamOf(storage),
-        subjects: [`way-in.${storage}`],
-        retention: RetentionPolicy.Workqueue,
-        storage: storage === 'file' ? StorageType.File : StorageType.Memory,
-      });
-      await manager.consumers.add(streamOf(storage), { durable_name: 'worker', ack_policy: AckPolicy.Explicit });
-    }
-    worker = fork(new URL(import.meta.url).pathname, ['--worker', server.url], { stdio: 'inherit' });
-    await new Promise((resolve) => worker.once('message', resolve));
-    orchestrator.subscribe('bench.echo', { callback: (_error, message) => message.respond(message.data) });
-    const js = jetstream(orchestrator);
-    let taken;
-    orchestrator.subscribe('way-in.taken', { callback: () => taken?.() });
-    const timed = async (action) => {
-      const started = performance.now();
-      await action();
-      return performance.now() - started;
+    const ways = await measureWayIn(server.url, connection, samples);
+    const names = {
+      core: 'core, same process',
+      coreOtherProcess: 'core, other process',
+      file: 'JetStream file, other process',
+      memory: 'JetStream memory, other process',
     };
-    const viaStream = async (storage) => {
-      // The worker's pull waits at the server before the task is sent, as a ready worker's does.
-      await orchestrator.request('way-in.pull', storage, { timeout: 5_000 });
-      const back = new Promise((resolve) => (taken = resolve));
-      return timed(async () => {
-        await Promise.all([js.publish(`way-in.${storage}`, task), back]);
-      });
-    };
-    const ways = {
-      'core, same process': () => timed(() => orchestrator.request('bench.echo', task, { timeout: 5_000 })),
-      'core, other process': () => timed(() => orchestrator.request('way-in.core', task, { timeout: 5_000 })),
-      'JetStream file, other process': () => viaStream('file'),
-      'JetStream memory, other process': () => viaStream('memory'),
-    };
-    const results = Object.fromEntries(Object.keys(ways).map((way) => [way, []]));
-    // Warm every path first: these are a hot worker's figures.
-    for (const way of Object.keys(ways)) for (let index = 0; index < 200; index += 1) await ways[way]();
-    for (let round = 0; round * 100 < samples; round += 1) {
-      const order = round % 2 ? Object.keys(ways).reverse() : Object.keys(ways);
-      for (const way of order) for (let index = 0; index < 100; index += 1) results[way].push(await ways[way]());
-    }
-    const floor = quantile(results['core, same process'], 0.5);
-    for (const [way, values] of Object.entries(results)) {
-      const p50 = quantile(values, 0.5);
+    for (const [way, { p50, p99 }] of Object.entries(ways))
       process.stdout.write(
-        `${way}: p50 ${p50.toFixed(3)} ms (${(p50 / floor).toFixed(1)}×), p99 ${quantile(values, 0.99).toFixed(3)} ms, ${values.length} samples\n`,
+        `${names[way]}: p50 ${p50.toFixed(3)} ms (${(p50 / ways.core.p50).toFixed(1)}×), p99 ${p99.toFixed(3)} ms\n`,
       );
-    }
   } finally {
-    worker?.kill();
-    await orchestrator.close();
+    await connection.close();
     await server.stop();
     rmSync(scratch, { recursive: true, force: true });
   }

@@ -7,6 +7,7 @@
 // run once by `node --build-snapshot`, so that a worker starts with its code already loaded.
 import { build } from 'rolldown';
 import { spawn, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -125,12 +126,19 @@ if (!nats)
   process.stderr.write(
     'nats-server is not installed: the worker snapshot is built without serving tasks first, so a restored worker compiles the task path on its first task\n',
   );
+// The blob ships in the package and every worker starts from it: nothing of the build's
+// environment may be in it. A value only the build's environment holds must not be found there.
+const canary = randomBytes(16).toString('hex');
 const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], {
   encoding: 'utf8',
-  env: { ...process.env, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
+  env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
 });
 nats?.stop();
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
+if (readFileSync(blob).includes(canary)) {
+  rmSync(blob);
+  throw new Error("the worker snapshot holds a copy of its build's environment: it would ship in the package");
+}
 // The script was only the snapshot's input: workers never read it.
 rmSync(entry);
 // A blob starts only the Node, platform and architecture that built it: the host checks these

@@ -1,10 +1,13 @@
 import { mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs';
-import { createServer, type AddressInfo } from 'node:net';
+import { fork } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { getPriority, tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   RESERVE_NICE,
+  WORKER_CONFIG_ENV,
   backgroundBootsUnavailable,
   createAgentHost,
   niceOf,
@@ -373,6 +376,8 @@ describe('agent host', () => {
     const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate', 'criteria'], pool: 2, model });
     try {
       await host.ready;
+      for (const pid of host.workerPids())
+        expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--snapshot-blob');
       await nats.connection.flush();
       expect(warmUps).toHaveLength(4);
       // _INBOX.<12-character prefix><10-character sequence>
@@ -383,6 +388,65 @@ describe('agent host', () => {
       await host.stop();
     }
   });
+
+  it('a worker restored from the startup snapshot before its task queue exists serves it once it is made', async () => {
+    // The worker asks for its queue again each second: its timers must fire in a restored heap.
+    const prefix = 'late-queue';
+    const host = createAgentHost({ natsUrl: nats.server.url, prefix, roles: ['evaluate'], pool: 1, model });
+    let dispatcher: ReturnType<typeof createNatsDispatcher> | undefined;
+    try {
+      // Ready comes after the worker's first look for its queue, which found none.
+      await host.ready;
+      const [pid] = host.workerPids() as [number];
+      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--snapshot-blob');
+      const manager = await jetstreamManager(nats.connection);
+      await expect(manager.streams.info(taskQueueNames(prefix).tasksStream)).rejects.toThrow(/not found/);
+      // The dispatcher makes the queue.
+      dispatcher = createNatsDispatcher({ connection: nats.connection, prefix });
+      const reply = await dispatcher.dispatch('evaluate', {
+        artifact: 'Each key may send 100 requests per minute.',
+        criteria,
+      });
+      expect(reply.worker.pid).toBe(pid);
+    } finally {
+      await dispatcher?.close?.();
+      await host.stop();
+    }
+  });
+
+  it('a worker restored from the startup snapshot gives up on a NATS server that never answers', async () => {
+    // Its connect timeout is the first timer it sets, due in 20 s: Node's timer state is in the
+    // snapshot's heap, and a stale one (a timer the build cleared) would leave it never armed and
+    // the worker hung for good (snapshot-entry.ts).
+    const sockets: Socket[] = [];
+    const silent = createServer((socket) => sockets.push(socket));
+    await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    const config = {
+      natsUrl: `nats://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+      prefix: 'silent',
+      role: 'evaluate',
+      reuse: 1,
+      model,
+    };
+    const dist = `${REPO}packages/agents/dist/`;
+    const worker = fork(`${dist}worker-bundle/worker-entry.mjs`, [], {
+      execArgv: ['--snapshot-blob', `${dist}worker-snapshot/worker.blob`],
+      env: { [WORKER_CONFIG_ENV]: JSON.stringify(config) },
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+    });
+    let stderr = '';
+    worker.stderr?.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    try {
+      const [code] = await once(worker, 'exit');
+      expect(code, stderr).toBe(1);
+      expect(stderr).toMatch(/timeout/i);
+      expect(sockets).toHaveLength(1);
+    } finally {
+      worker.kill('SIGKILL');
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  }, 60_000);
 
   describe('background boots (Linux, root or CAP_SYS_NICE: raising a priority back needs it)', () => {
     const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };

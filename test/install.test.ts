@@ -197,8 +197,9 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
     const entry = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
       .split('\0')
       .filter((arg) => /worker-snapshot\/worker\.blob$|worker-bundle\/worker-entry\.mjs$/.test(arg));
-    expect(entry).toHaveLength(1);
-    expect(entry[0]?.startsWith(installed), entry[0]).toBe(true);
+    // A worker restored from the snapshot names the blob and, as its script, the bundle's entry.
+    expect(entry.length).toBeGreaterThan(0);
+    for (const arg of entry) expect(arg.startsWith(installed), arg).toBe(true);
     const overNats = await succeed('node', ['polish-library.mjs', nats!.server.url], project, env);
     expect(overNats.stdout).toBe('over NATS: CONVERGED after 2 iterations: "Hello, world.\\n"\n');
     // The answers came from the installed `polish worker`'s processes.

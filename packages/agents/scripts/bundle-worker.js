@@ -9,7 +9,6 @@ import { build } from 'rolldown';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -52,7 +51,7 @@ const lazyTls = [
   'export default { connect, TLSSocket };',
 ].join('\n');
 const entry = `${dist}worker-snapshot/snapshot-entry.cjs`;
-const snapshot = await build({
+await build({
   input: `${dist}worker/snapshot-entry.js`,
   platform: 'node',
   logLevel: 'warn',
@@ -75,10 +74,10 @@ const snapshot = await build({
   // Latin-1, two bytes otherwise, and a restore's time grows with the heap.
   output: { file: entry, format: 'cjs', minify: true, codeSplitting: false, charset: 'ascii' },
 });
-// node:tls must load after the restore, never from the snapshot.
-const modules = snapshot.output.flatMap((chunk) => chunk.moduleIds ?? []);
-const tls = modules.filter((id) => /^(node:)?tls$/.test(id));
-if (tls.length > 0) throw new Error(`the worker snapshot must not hold node:tls, but it has ${tls.join(', ')}`);
+// node:tls must load after the restore, never from the snapshot: the script must not require it.
+const script = readFileSync(entry, 'utf8');
+const tls = /require\((["'])(node:)?tls\1\)/.exec(script);
+if (tls) throw new Error(`the worker snapshot's script must not load node:tls, but it has ${tls[0]}`);
 
 const nonAscii = readFileSync(entry).findIndex((byte) => byte > 0x7f);
 if (nonAscii >= 0)
@@ -86,20 +85,20 @@ if (nonAscii >= 0)
     `the worker snapshot's script is not all ASCII (at byte ${nonAscii}): its source would take twice the room in every worker's heap`,
   );
 
+/** How long the build waits for its NATS server, and for the snapshot. */
+const NATS_READY_MS = 10_000;
+const SNAPSHOT_BUILD_MS = 120_000;
+const SKIPPED =
+  'the worker snapshot is built without serving tasks first, so a restored worker compiles the task path on its first task';
+
 /**
  * A NATS server on loopback for the snapshot's build, through which its worker serves a few
- * tasks (src/worker/snapshot-path.ts); undefined where nats-server is not installed.
+ * tasks (src/worker/snapshot-path.ts); undefined, saying why, where none could be started.
  */
 async function snapshotNats() {
-  if (spawnSync('nats-server', ['--version']).error) return undefined;
-  const port = await new Promise((resolve) => {
-    const probe = createServer().listen(0, '127.0.0.1', () => {
-      const { port: free } = probe.address();
-      probe.close(() => resolve(free));
-    });
-  });
   const store = mkdtempSync(join(tmpdir(), 'polish-snapshot-nats-'));
-  const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', String(port), '-sd', store], {
+  // -p -1: a free port the server picks itself, read from its log.
+  const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', '-1', '-sd', store], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const stop = () => {
@@ -107,33 +106,47 @@ async function snapshotNats() {
     rmSync(store, { recursive: true, force: true });
   };
   const lines = [];
-  await new Promise((resolve, reject) => {
+  const port = await new Promise((resolve) => {
+    const give = (why) => {
+      clearTimeout(deadline);
+      resolve(undefined);
+      stop();
+      process.stderr.write(`${why}: ${SKIPPED}\n${lines.join('\n')}${lines.length ? '\n' : ''}`);
+    };
+    const deadline = setTimeout(
+      () => give(`nats-server was not ready within ${NATS_READY_MS / 1000} s`),
+      NATS_READY_MS,
+    );
+    server.once('error', (error) =>
+      give(error.code === 'ENOENT' ? 'nats-server is not installed' : `nats-server did not start (${error.message})`),
+    );
+    server.once('exit', (code) => give(`nats-server exited (${code})`));
+    let listening;
     createInterface({ input: server.stderr }).on('line', (line) => {
       lines.push(line);
-      if (line.includes('Server is ready')) resolve();
-    });
-    server.once('exit', (code) => {
-      stop();
-      reject(new Error(`nats-server for the worker snapshot exited (${code}):\n${lines.join('\n')}`));
+      listening ??= /Listening for client connections on [^\s]+:(\d+)/.exec(line)?.[1];
+      if (listening && line.includes('Server is ready')) {
+        clearTimeout(deadline);
+        server.removeAllListeners('exit');
+        resolve(Number(listening));
+      }
     });
   });
-  return { url: `nats://127.0.0.1:${port}`, stop };
+  return port === undefined ? undefined : { url: `nats://127.0.0.1:${port}`, stop };
 }
-
 const blob = `${dist}worker-snapshot/worker.blob`;
 const nats = await snapshotNats();
-if (!nats)
-  process.stderr.write(
-    'nats-server is not installed: the worker snapshot is built without serving tasks first, so a restored worker compiles the task path on its first task\n',
-  );
 // The blob ships in the package and every worker starts from it: nothing of the build's
 // environment may be in it. A value only the build's environment holds must not be found there.
 const canary = randomBytes(16).toString('hex');
 const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], {
   encoding: 'utf8',
   env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
+  timeout: SNAPSHOT_BUILD_MS,
 });
 nats?.stop();
+if (built.error?.code === 'ETIMEDOUT')
+  throw new Error(`building the worker snapshot took more than ${SNAPSHOT_BUILD_MS / 1000} s:\n${built.stderr}`);
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
 if (readFileSync(blob).includes(canary)) {
   rmSync(blob);

@@ -9,6 +9,7 @@
 // Nothing here may draw random values at build time (crypto.randomUUID keeps a cache of random
 // bytes in the heap): every restored worker would then draw the same ones. The NATS client's
 // nuid, the source of its inbox names, draws a new prefix after the restore all the same.
+import { setTimeout as delay } from 'node:timers/promises';
 import { startupSnapshot } from 'node:v8';
 import { enableCompileCache } from '../compile-cache.js';
 import { TaskRoleSchema } from '@polish/protocol';
@@ -23,14 +24,20 @@ import { workerMain } from './worker-process.js';
 // With a NATS server from the build (SNAPSHOT_NATS_ENV), a worker also serves a few tasks
 // through the whole path (snapshot-path.ts). A failure fails the build.
 let natsClient: NatsClient | undefined;
-void (async () => {
+const built = (async () => {
   const client = await loadNatsClient();
   const natsUrl = process.env[SNAPSHOT_NATS_ENV];
   if (natsUrl) await exercisePath(natsUrl, client);
   natsClient = client;
 })();
 // par.command runs a command: not at build time.
-for (const role of TaskRoleSchema.options) if (role !== 'par.command') void warmHandler(role);
+const warmed = TaskRoleSchema.options.filter((role) => role !== 'par.command').map((role) => warmHandler(role));
+// Last, one timer that fires. Node keeps the time its next timer is due in the heap, and a timer
+// cleared before it fired (a connection's timeout, a pull's expiry) leaves that time stale: the
+// snapshot would keep it, and a restored process would never arm the timers due after it (a
+// worker waiting for its queue would wait forever; test/nats-workers.test.ts). A timer that
+// fires with none left sets it back to "none".
+void Promise.all([built, ...warmed]).then(() => delay(0));
 // A scripted worker's first step is reading its script (YAML or JSON).
 parseScriptFile(
   'name: warm-up\nevaluate:\n  - when: { artifact_contains: warm }\n    answer: { scores: [] }\n    delay_ms: 0\n' +

@@ -17,6 +17,7 @@ import { runWorker } from './run-worker.js';
 export const SNAPSHOT_NATS_ENV = 'POLISH_SNAPSHOT_NATS';
 
 const TASKS = 3;
+const STOP_AFTER_MS = 30_000;
 const PREFIX = 'snapshot';
 const criteria = [{ id: 'C1', text: 'The artifact says how many requests a key may send.' }];
 
@@ -28,8 +29,13 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
     script,
     JSON.stringify({ evaluate: [{ answer: { scores: [{ criterion_id: 'C1', pass: true, evidence: '100' }] } }] }),
   );
-  const connection = await nats.connect({ servers: natsUrl });
+  let connection: Awaited<ReturnType<NatsClient['connect']>> | undefined;
+  // A worker that finds no task stops here rather than holding the build for good. A timer
+  // cleared, not AbortSignal.timeout(): that one would still be pending when the snapshot is taken.
+  const stop = new AbortController();
+  const deadline = setTimeout(() => stop.abort(), STOP_AFTER_MS);
   try {
+    connection = await nats.connect({ servers: natsUrl });
     const manager = await jetstreamManager(connection);
     const names = taskQueueNames(PREFIX);
     const queue = taskQueueOf('evaluate', undefined, PREFIX);
@@ -65,7 +71,7 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
     }
     await runWorker(
       { natsUrl, prefix: PREFIX, role: 'evaluate', reuse: TASKS, model: { provider: 'scripted', script } },
-      { notify: async () => undefined, stop: new AbortController().signal, pulling: () => undefined },
+      { notify: async () => undefined, stop: stop.signal, pulling: () => undefined },
       { entryAt: 0, code: 0, loadNats: async () => nats },
     );
     const { state } = await manager.streams.info(names.repliesStream);
@@ -73,7 +79,8 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
     await manager.streams.delete(names.tasksStream);
     await manager.streams.delete(names.repliesStream);
   } finally {
-    await connection.close();
+    clearTimeout(deadline);
+    await connection?.close();
     rmSync(scratch, { recursive: true, force: true });
   }
 }

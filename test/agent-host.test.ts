@@ -390,9 +390,19 @@ describe('agent host', () => {
   });
 
   it('a worker restored from the startup snapshot before its task queue exists serves it once it is made', async () => {
-    // The worker asks for its queue again each second: its timers must fire in a restored heap.
+    // The worker asks for its queue again each second, on a timer set in a restored heap. (Not
+    // the regression test of the snapshot's timers: a first wait set soon enough after the
+    // restore was armed even with a stale due time; the next test and the build's probe are.)
     const prefix = 'late-queue';
-    const host = createAgentHost({ natsUrl: nats.server.url, prefix, roles: ['evaluate'], pool: 1, model });
+    // One process at most: a task waiting is not given to a second worker booted for it.
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      prefix,
+      roles: ['evaluate'],
+      pool: 1,
+      maxWorkers: 1,
+      model,
+    });
     let dispatcher: ReturnType<typeof createNatsDispatcher> | undefined;
     try {
       // Ready comes after the worker's first look for its queue, which found none.
@@ -415,9 +425,9 @@ describe('agent host', () => {
   });
 
   it('a worker restored from the startup snapshot gives up on a NATS server that never answers', async () => {
-    // Its connect timeout is the first timer it sets, due in 20 s: Node's timer state is in the
-    // snapshot's heap, and a stale one (a timer the build cleared) would leave it never armed and
-    // the worker hung for good (snapshot-entry.ts).
+    // Its connect timeout is the first timer it sets, due in 20 s. Node's timer state is in the
+    // snapshot's heap: a due time left stale by a timer the build cleared (about a second into the
+    // build) would leave it never armed and the worker hung for good (snapshot-entry.ts).
     const sockets: Socket[] = [];
     const silent = createServer((socket) => sockets.push(socket));
     await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));

@@ -198,8 +198,8 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
       .split('\0')
       .filter((arg) => /worker-snapshot\/worker\.blob$|worker-bundle\/worker-entry\.mjs$/.test(arg));
     // A worker restored from the snapshot names the blob and, as its script, the bundle's entry.
-    expect(entry.length).toBeGreaterThan(0);
-    for (const arg of entry) expect(arg.startsWith(installed), arg).toBe(true);
+    const bundled = `${installed}worker-bundle/worker-entry.mjs`;
+    expect([[bundled], [`${installed}worker-snapshot/worker.blob`, bundled]]).toContainEqual(entry);
     const overNats = await succeed('node', ['polish-library.mjs', nats!.server.url], project, env);
     expect(overNats.stdout).toBe('over NATS: CONVERGED after 2 iterations: "Hello, world.\\n"\n');
     // The answers came from the installed `polish worker`'s processes.

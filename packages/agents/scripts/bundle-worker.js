@@ -85,10 +85,11 @@ if (nonAscii >= 0)
     `the worker snapshot's script is not all ASCII (at byte ${nonAscii}): its source would take twice the room in every worker's heap`,
   );
 
-/** How long the build waits for its NATS server, and for the snapshot. */
+/** How long the build waits for its NATS server, for it to stop, and for the snapshot. */
 const NATS_READY_MS = 10_000;
+const NATS_STOP_MS = 10_000;
 const SNAPSHOT_BUILD_MS = 120_000;
-const SKIPPED =
+const WITHOUT_TASKS =
   'the worker snapshot is built without serving tasks first, so a restored worker compiles the task path on its first task';
 
 /**
@@ -101,39 +102,46 @@ async function snapshotNats() {
   const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', '-1', '-sd', store], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
-  const stop = () => {
+  const exited = new Promise((resolve) => server.once('close', resolve));
+  // The store is removed once the server has stopped writing to it (or could not start).
+  const stop = async () => {
     server.kill();
+    const timer = setTimeout(() => server.kill('SIGKILL'), NATS_STOP_MS);
+    await exited;
+    clearTimeout(timer);
     rmSync(store, { recursive: true, force: true });
   };
   const lines = [];
   const port = await new Promise((resolve) => {
-    const give = (why) => {
+    const settle = (value) => {
       clearTimeout(deadline);
-      resolve(undefined);
-      stop();
-      process.stderr.write(`${why}: ${SKIPPED}\n${lines.join('\n')}${lines.length ? '\n' : ''}`);
+      server.off('error', onError).off('exit', onExit);
+      resolve(value);
+    };
+    const giveUp = (why) => {
+      settle(undefined);
+      process.stderr.write(`${why}: ${WITHOUT_TASKS}\n${lines.join('\n')}${lines.length ? '\n' : ''}`);
     };
     const deadline = setTimeout(
-      () => give(`nats-server was not ready within ${NATS_READY_MS / 1000} s`),
+      () => giveUp(`nats-server was not ready within ${NATS_READY_MS / 1000} s`),
       NATS_READY_MS,
     );
-    server.once('error', (error) =>
-      give(error.code === 'ENOENT' ? 'nats-server is not installed' : `nats-server did not start (${error.message})`),
-    );
-    server.once('exit', (code) => give(`nats-server exited (${code})`));
-    let listening;
+    const onError = (error) =>
+      giveUp(error.code === 'ENOENT' ? 'nats-server is not installed' : `nats-server did not start (${error.message})`);
+    const onExit = (code, signal) => giveUp(`nats-server exited (${code ?? signal})`);
+    server.once('error', onError).once('exit', onExit);
+    let clientPort;
     createInterface({ input: server.stderr }).on('line', (line) => {
       lines.push(line);
-      listening ??= /Listening for client connections on [^\s]+:(\d+)/.exec(line)?.[1];
-      if (listening && line.includes('Server is ready')) {
-        clearTimeout(deadline);
-        server.removeAllListeners('exit');
-        resolve(Number(listening));
-      }
+      clientPort ??= /Listening for client connections on \S+:(\d+)/.exec(line)?.[1];
+      if (clientPort && line.includes('Server is ready')) settle(Number(clientPort));
     });
   });
-  return port === undefined ? undefined : { url: `nats://127.0.0.1:${port}`, stop };
+  if (port !== undefined) return { url: `nats://127.0.0.1:${port}`, stop };
+  await stop();
+  return undefined;
 }
+
 const blob = `${dist}worker-snapshot/worker.blob`;
 const nats = await snapshotNats();
 // The blob ships in the package and every worker starts from it: nothing of the build's
@@ -144,13 +152,28 @@ const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-sna
   env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
   timeout: SNAPSHOT_BUILD_MS,
 });
-nats?.stop();
+await nats?.stop();
 if (built.error?.code === 'ETIMEDOUT')
   throw new Error(`building the worker snapshot took more than ${SNAPSHOT_BUILD_MS / 1000} s:\n${built.stderr}`);
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
 if (readFileSync(blob).includes(canary)) {
   rmSync(blob);
   throw new Error("the worker snapshot holds a copy of its build's environment: it would ship in the package");
+}
+// A restored process must arm its timers: Node keeps the time its next timer is due in the heap,
+// and a stale one from the build would leave a worker's timeouts and waits never firing
+// (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
+// says it could not.
+const probe = spawnSync(process.execPath, ['--snapshot-blob', blob], {
+  encoding: 'utf8',
+  env: { POLISH_SNAPSHOT_PROBE: '1' },
+  timeout: SNAPSHOT_BUILD_MS,
+});
+if (probe.status !== 0) {
+  rmSync(blob);
+  throw new Error(
+    `a process restored from the worker snapshot does not arm its timers:\n${probe.stdout}${probe.stderr}`,
+  );
 }
 // The script was only the snapshot's input: workers never read it.
 rmSync(entry);

@@ -35,8 +35,8 @@ const warmed = TaskRoleSchema.options.filter((role) => role !== 'par.command').m
 // Last, one timer that fires. Node keeps the time its next timer is due in the heap, and a timer
 // cleared before it fired (a connection's timeout, a pull's expiry) leaves that time stale: the
 // snapshot would keep it, and a restored process would never arm the timers due after it (a
-// worker waiting for its queue would wait forever; test/nats-workers.test.ts). A timer that
-// fires with none left sets it back to "none".
+// connect timeout that never fires; test/agent-host.test.ts). A timer that fires with none left
+// sets it back to "none"; the build checks it did (SNAPSHOT_PROBE_ENV).
 void Promise.all([built, ...warmed]).then(() => delay(0));
 // A scripted worker's first step is reading its script (YAML or JSON).
 parseScriptFile(
@@ -46,7 +46,20 @@ parseScriptFile(
 );
 parseScriptFile('{"name":"warm-up","evaluate":[{"answer":{"scores":[]}}]}', 'warm-up.json');
 
+/** Set by the build (scripts/bundle-worker.js) for one restore that checks its timers are armed. */
+const SNAPSHOT_PROBE_ENV = 'POLISH_SNAPSHOT_PROBE';
+
+/** Exits 0 if a timer set now is armed in the event loop (libuv's timer is active), 3 if not. */
+function probeTimers(): never {
+  setTimeout(() => undefined, 2 ** 31 - 1);
+  const { libuv } = process.report.getReport() as { libuv: { type: string; is_active: boolean }[] };
+  const armed = libuv.some((handle) => handle.type === 'timer' && handle.is_active);
+  process.stdout.write(armed ? 'timers armed\n' : 'a timer set after the restore is not armed\n');
+  process.exit(armed ? 0 : 3);
+}
+
 startupSnapshot.setDeserializeMainFunction(() => {
+  if (process.env[SNAPSHOT_PROBE_ENV]) probeTimers();
   const entryAt = performance.timeOrigin + performance.now();
   enableCompileCache();
   if (!natsClient) throw new Error('the worker snapshot was built without its NATS client');

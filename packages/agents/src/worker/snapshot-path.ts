@@ -30,8 +30,9 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
     JSON.stringify({ evaluate: [{ answer: { scores: [{ criterion_id: 'C1', pass: true, evidence: '100' }] } }] }),
   );
   let connection: Awaited<ReturnType<NatsClient['connect']>> | undefined;
-  // A worker that finds no task stops here rather than holding the build for good. A timer
-  // cleared, not AbortSignal.timeout(): that one would still be pending when the snapshot is taken.
+  // A worker that gets fewer tasks than were sent stops after STOP_AFTER_MS instead of holding the
+  // build for good, and the count below fails the build. A timer cleared, not
+  // AbortSignal.timeout(): that one would still be pending when the snapshot is taken.
   const stop = new AbortController();
   const deadline = setTimeout(() => stop.abort(), STOP_AFTER_MS);
   try {

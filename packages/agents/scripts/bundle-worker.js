@@ -164,9 +164,8 @@ if (readFileSync(blob).includes(canary)) {
 // and a stale one from the build would leave a worker's timeouts and waits never firing
 // (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
 // says it could not.
-const probe = spawnSync(process.execPath, ['--snapshot-blob', blob], {
+const probe = spawnSync(process.execPath, ['--snapshot-blob', blob, 'polish-snapshot-probe'], {
   encoding: 'utf8',
-  env: { POLISH_SNAPSHOT_PROBE: '1' },
   timeout: SNAPSHOT_BUILD_MS,
 });
 if (probe.status !== 0) {

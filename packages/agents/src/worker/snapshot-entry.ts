@@ -36,7 +36,7 @@ const warmed = TaskRoleSchema.options.filter((role) => role !== 'par.command').m
 // cleared before it fired (a connection's timeout, a pull's expiry) leaves that time stale: the
 // snapshot would keep it, and a restored process would never arm the timers due after it (a
 // connect timeout that never fires; test/agent-host.test.ts). A timer that fires with none left
-// sets it back to "none"; the build checks it did (SNAPSHOT_PROBE_ENV).
+// sets it back to "none"; the build checks it did (SNAPSHOT_PROBE_ARG).
 void Promise.all([built, ...warmed]).then(() => delay(0));
 // A scripted worker's first step is reading its script (YAML or JSON).
 parseScriptFile(
@@ -46,8 +46,12 @@ parseScriptFile(
 );
 parseScriptFile('{"name":"warm-up","evaluate":[{"answer":{"scores":[]}}]}', 'warm-up.json');
 
-/** Set by the build (scripts/bundle-worker.js) for one restore that checks its timers are armed. */
-const SNAPSHOT_PROBE_ENV = 'POLISH_SNAPSHOT_PROBE';
+/**
+ * The script argument of the build's one restore that checks its timers are armed
+ * (scripts/bundle-worker.js): an argument, not an environment variable a worker could inherit;
+ * a host names the bundle's entry by its absolute path there.
+ */
+const SNAPSHOT_PROBE_ARG = 'polish-snapshot-probe';
 
 /** Exits 0 if a timer set now is armed in the event loop (libuv's timer is active), 3 if not. */
 function probeTimers(): never {
@@ -59,7 +63,7 @@ function probeTimers(): never {
 }
 
 startupSnapshot.setDeserializeMainFunction(() => {
-  if (process.env[SNAPSHOT_PROBE_ENV]) probeTimers();
+  if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeTimers();
   const entryAt = performance.timeOrigin + performance.now();
   enableCompileCache();
   if (!natsClient) throw new Error('the worker snapshot was built without its NATS client');

@@ -8,7 +8,7 @@
 import { build } from 'rolldown';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -50,7 +50,12 @@ const lazyTls = [
   'export class TLSSocket { static [Symbol.hasInstance](value) { return tls !== undefined && value instanceof tls.TLSSocket; } }',
   'export default { connect, TLSSocket };',
 ].join('\n');
-const entry = `${dist}worker-snapshot/snapshot-entry.cjs`;
+// The script is built outside the checkout: V8 keeps the name of a snapshot's script (for stack
+// traces), and the blob ships in the package, so a script in the checkout would put the builder's
+// path (often /home/<user>/…) in every installed copy. Only a fresh temporary folder is named.
+const scratch = mkdtempSync(join(tmpdir(), 'polish-snapshot-entry-'));
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
+const entry = join(scratch, 'snapshot-entry.cjs');
 await build({
   input: `${dist}worker/snapshot-entry.js`,
   platform: 'node',
@@ -143,22 +148,39 @@ async function snapshotNats() {
 }
 
 const blob = `${dist}worker-snapshot/worker.blob`;
+mkdirSync(`${dist}worker-snapshot`, { recursive: true });
 const nats = await snapshotNats();
 // The blob ships in the package and every worker starts from it: nothing of the build's
 // environment may be in it. A value only the build's environment holds must not be found there.
 const canary = randomBytes(16).toString('hex');
-const built = spawnSync(process.execPath, ['--snapshot-blob', blob, '--build-snapshot', entry], {
-  encoding: 'utf8',
-  env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
-  timeout: SNAPSHOT_BUILD_MS,
-});
+// Built in the scratch folder, named relatively: the builder's command line stays in the heap
+// (as Node's options), and must not name the package's folder (snapshot-entry.ts scrubs the rest).
+const built = spawnSync(
+  process.execPath,
+  ['--snapshot-blob', 'worker.blob', '--build-snapshot', 'snapshot-entry.cjs'],
+  {
+    cwd: scratch,
+    // process.argv0 is what the command was called, here the node's path: a bare name instead.
+    argv0: 'node',
+    encoding: 'utf8',
+    env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
+    timeout: SNAPSHOT_BUILD_MS,
+  },
+);
 await nats?.stop();
 if (built.error?.code === 'ETIMEDOUT')
   throw new Error(`building the worker snapshot took more than ${SNAPSHOT_BUILD_MS / 1000} s:\n${built.stderr}`);
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
+copyFileSync(join(scratch, 'worker.blob'), blob);
 if (readFileSync(blob).includes(canary)) {
   rmSync(blob);
   throw new Error("the worker snapshot holds a copy of its build's environment: it would ship in the package");
+}
+// Nor the folder it was built in (the package's own path, with the builder's user name in it).
+const checkout = fileURLToPath(new URL('../../../', import.meta.url)).replace(/[\\/]$/, '');
+if (readFileSync(blob).includes(checkout)) {
+  rmSync(blob);
+  throw new Error(`the worker snapshot names the folder it was built in (${checkout}): it would ship in the package`);
 }
 // A restored process must arm its timers: Node keeps the time its next timer is due in the heap,
 // and a stale one from the build would leave a worker's timeouts and waits never firing
@@ -175,7 +197,7 @@ if (probe.status !== 0) {
   );
 }
 // The script was only the snapshot's input: workers never read it.
-rmSync(entry);
+rmSync(scratch, { recursive: true, force: true });
 // A blob starts only the Node, platform and architecture that built it: the host checks these
 // before using it (an installed package may run elsewhere than where it was built).
 const builtFor = { node: process.version, platform: process.platform, arch: process.arch };

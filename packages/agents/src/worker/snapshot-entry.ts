@@ -62,6 +62,14 @@ function probeTimers(): never {
   process.exit(armed ? 0 : 3);
 }
 
+// The build's command line would stay in the heap, and the blob ships in the package: its node's
+// path (often under /home/<user>) and its arguments go. A restored process gets its own.
+startupSnapshot.addSerializeCallback(() => {
+  process.argv.length = 0;
+  process.execArgv.length = 0;
+  process.execPath = '';
+});
+
 startupSnapshot.setDeserializeMainFunction(() => {
   if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeTimers();
   const entryAt = performance.timeOrigin + performance.now();

@@ -49,6 +49,9 @@ function heldScript(prefix: string): { script: string; release: string } {
   return { script, release };
 }
 
+/** A process's node flags, script and arguments, as it was started. */
+const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+
 /** The nice value of every thread of a process, and of its autogroup when it has its own ("nice N" in /proc). */
 function nices(pid: number): { threads: number[]; autogroup: number | undefined } {
   const threads = readdirSync(`/proc/${pid}/task`).map((tid) => niceOf(Number(tid)) as number);
@@ -342,7 +345,7 @@ describe('agent host', () => {
           await host.ready;
           const [pid] = host.workerPids() as [number];
           // What the worker process was started with: its node flags and script.
-          const commandLine = readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+          const commandLine = commandLineOf(pid);
           if (snapshot) {
             expect(commandLine).toContain('--snapshot-blob');
             expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
@@ -376,8 +379,7 @@ describe('agent host', () => {
     const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate', 'criteria'], pool: 2, model });
     try {
       await host.ready;
-      for (const pid of host.workerPids())
-        expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--snapshot-blob');
+      for (const pid of host.workerPids()) expect(commandLineOf(pid)).toContain('--snapshot-blob');
       await nats.connection.flush();
       expect(warmUps).toHaveLength(4);
       // _INBOX.<12-character prefix><10-character sequence>
@@ -408,7 +410,7 @@ describe('agent host', () => {
       // Ready comes after the worker's first look for its queue, which found none.
       await host.ready;
       const [pid] = host.workerPids() as [number];
-      expect(readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0')).toContain('--snapshot-blob');
+      expect(commandLineOf(pid)).toContain('--snapshot-blob');
       const manager = await jetstreamManager(nats.connection);
       await expect(manager.streams.info(taskQueueNames(prefix).tasksStream)).rejects.toThrow(/not found/);
       // The dispatcher makes the queue.

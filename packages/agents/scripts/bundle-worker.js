@@ -80,11 +80,11 @@ await build({
   output: { file: entry, format: 'cjs', minify: true, codeSplitting: false, charset: 'ascii' },
 });
 // node:tls must load after the restore, never from the snapshot: the script must not require it.
-const script = readFileSync(entry, 'utf8');
-const tls = /require\((["'])(node:)?tls\1\)/.exec(script);
+const script = readFileSync(entry);
+const tls = /require\((["'])(node:)?tls\1\)/.exec(script.toString('latin1'));
 if (tls) throw new Error(`the worker snapshot's script must not load node:tls, but it has ${tls[0]}`);
 
-const nonAscii = readFileSync(entry).findIndex((byte) => byte > 0x7f);
+const nonAscii = script.findIndex((byte) => byte > 0x7f);
 if (nonAscii >= 0)
   throw new Error(
     `the worker snapshot's script is not all ASCII (at byte ${nonAscii}): its source would take twice the room in every worker's heap`,
@@ -147,8 +147,6 @@ async function snapshotNats() {
   return undefined;
 }
 
-const blob = `${dist}worker-snapshot/worker.blob`;
-mkdirSync(`${dist}worker-snapshot`, { recursive: true });
 const nats = await snapshotNats();
 // The blob ships in the package and every worker starts from it: nothing of the build's
 // environment may be in it. A value only the build's environment holds must not be found there.
@@ -171,17 +169,15 @@ await nats?.stop();
 if (built.error?.code === 'ETIMEDOUT')
   throw new Error(`building the worker snapshot took more than ${SNAPSHOT_BUILD_MS / 1000} s:\n${built.stderr}`);
 if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n${built.stderr}`);
-copyFileSync(join(scratch, 'worker.blob'), blob);
-if (readFileSync(blob).includes(canary)) {
-  rmSync(blob);
+// Checked where it was built, and copied into the package only once every check passed.
+const blob = join(scratch, 'worker.blob');
+const bytes = readFileSync(blob);
+if (bytes.includes(canary))
   throw new Error("the worker snapshot holds a copy of its build's environment: it would ship in the package");
-}
 // Nor the folder it was built in (the package's own path, with the builder's user name in it).
 const checkout = fileURLToPath(new URL('../../../', import.meta.url)).replace(/[\\/]$/, '');
-if (readFileSync(blob).includes(checkout)) {
-  rmSync(blob);
+if (bytes.includes(checkout))
   throw new Error(`the worker snapshot names the folder it was built in (${checkout}): it would ship in the package`);
-}
 // A restored process must arm its timers: Node keeps the time its next timer is due in the heap,
 // and a stale one from the build would leave a worker's timeouts and waits never firing
 // (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
@@ -190,12 +186,12 @@ const probe = spawnSync(process.execPath, ['--snapshot-blob', blob, 'polish-snap
   encoding: 'utf8',
   timeout: SNAPSHOT_BUILD_MS,
 });
-if (probe.status !== 0) {
-  rmSync(blob);
+if (probe.status !== 0)
   throw new Error(
     `a process restored from the worker snapshot does not arm its timers:\n${probe.stdout}${probe.stderr}`,
   );
-}
+mkdirSync(`${dist}worker-snapshot`, { recursive: true });
+copyFileSync(blob, `${dist}worker-snapshot/worker.blob`);
 // The script was only the snapshot's input: workers never read it.
 rmSync(scratch, { recursive: true, force: true });
 // A blob starts only the Node, platform and architecture that built it: the host checks these

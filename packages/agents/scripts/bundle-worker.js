@@ -148,6 +148,11 @@ async function snapshotNats() {
 }
 
 const nats = await snapshotNats();
+// CI sets this: there a snapshot built without its task path would pass unnoticed, only slower.
+if (!nats && process.env.POLISH_SNAPSHOT_REQUIRE_TASKS === '1') {
+  process.stderr.write('POLISH_SNAPSHOT_REQUIRE_TASKS=1: the worker snapshot must serve its tasks; build stopped\n');
+  process.exit(1);
+}
 // The blob ships in the package and every worker starts from it: nothing of the build's
 // environment may be in it. A value only the build's environment holds must not be found there.
 const canary = randomBytes(16).toString('hex');

@@ -24,7 +24,10 @@ export function readTolerantly<T>(schema: z.ZodType<T>, answer: unknown): Tolera
   let current = answer;
   const dropped: string[] = [];
   for (let round = 0; ; round += 1) {
-    const parsed = schema.safeParse(current);
+    // jitless: the schemas read here are mostly made per task (the locked criteria, the artifact
+    // a quote must be in), and zod's JIT would compile each one anew for a single parse, costly
+    // in a fresh worker process (docs/benchmarks.md); parsing without it costs the same when hot.
+    const parsed = schema.safeParse(current, { jitless: true });
     if (parsed.success) return { success: true, data: parsed.data, dropped };
     const unknown = parsed.error.issues.filter((issue) => issue.code === 'unrecognized_keys');
     if (unknown.length === 0 || round >= MAX_ROUNDS) return { success: false, error: parsed.error, dropped };

@@ -470,7 +470,7 @@ const targets = [
   [
     `strict (one task per process) ≥ 20 tasks/s on ${cores} cores`,
     figures.tpsDefault >= 20,
-    `${figures.tpsDefault.toFixed(0)} tasks/s`,
+    `${figures.tpsDefault.toFixed(1)} tasks/s`,
   ],
   [
     'hop p50 in strict mode ≤ 2 ms (≤ 6× a bare NATS request)',

@@ -81,11 +81,10 @@ const nodes: Node[] = [];
 
 beforeAll(async () => {
   ours = await deployment('ours');
-  routePorts = await freePorts(5);
-  const clusterRoutes = routePorts.slice(0, 3);
-  for (const [index, port] of clusterRoutes.entries()) {
+  routePorts = await freePorts(3);
+  for (const [index, port] of routePorts.entries()) {
     const name = `n${index + 1}`;
-    nodes.push(await startNode(name, nodeConfig(ours, name, port, clusterRoutes, { tls: true })));
+    nodes.push(await startNode(name, nodeConfig(ours, name, port, routePorts, { tls: true })));
   }
   // A JetStream cluster: every node sees the same meta leader, over TLS routes only.
   await Promise.all(nodes.map((node) => node.logged(/JetStream cluster (new )?metadata leader/)));
@@ -118,10 +117,9 @@ describe('a NATS cluster whose routes use the certificates of `polish nats-confi
     const theirs = await deployment('theirs');
     const [first] = nodes as [Node];
     const from = first.mark();
-    const rogue = await startNode(
-      'rogue',
-      nodeConfig(theirs, 'rogue', routePorts[3] as number, routePorts.slice(0, 3), { tls: true }),
-    );
+    // Its own route port is found just before it starts: another test file may take a port found earlier.
+    const [port] = (await freePorts(1)) as [number];
+    const rogue = await startNode('rogue', nodeConfig(theirs, 'rogue', port, routePorts, { tls: true }));
     try {
       expect(await first.logged(/TLS route handshake error/, from)).toMatch(/unknown authority|bad certificate/);
     } finally {
@@ -132,10 +130,8 @@ describe('a NATS cluster whose routes use the certificates of `polish nats-confi
   it('refuses a node that offers its routes in plaintext', async () => {
     const [first] = nodes as [Node];
     const from = first.mark();
-    const plain = await startNode(
-      'plain',
-      nodeConfig(ours, 'plain', routePorts[4] as number, routePorts.slice(0, 3), { tls: false }),
-    );
+    const [port] = (await freePorts(1)) as [number];
+    const plain = await startNode('plain', nodeConfig(ours, 'plain', port, routePorts, { tls: false }));
     try {
       expect(await first.logged(/TLS route handshake error/, from)).toMatch(
         /first record does not look like a TLS handshake/,

@@ -150,7 +150,7 @@ async function snapshotNats() {
 const nats = await snapshotNats();
 // CI sets this: there a snapshot built without its task path would pass unnoticed, only slower.
 if (!nats && process.env.POLISH_SNAPSHOT_REQUIRE_TASKS === '1') {
-  process.stderr.write('POLISH_SNAPSHOT_REQUIRE_TASKS=1: the worker snapshot must serve its tasks; build stopped\n');
+  process.stderr.write('POLISH_SNAPSHOT_REQUIRE_TASKS=1 refuses a snapshot built without its tasks: build stopped\n');
   process.exit(1);
 }
 // The blob ships in the package and every worker starts from it: nothing of the build's

@@ -32,6 +32,8 @@ export function makeStoreDir(stateDir: string): string {
     try {
       mkdirSync(folder);
     } catch (error) {
+      // Another polish process starting at the same moment made it first: as good as made here.
+      if ((error as NodeJS.ErrnoException).code === 'EEXIST') continue;
       throw invalidInput('state-dir', `cannot create ${folder} (${reason(error)})`);
     }
   }

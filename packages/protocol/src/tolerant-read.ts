@@ -26,7 +26,7 @@ export function readTolerantly<T>(schema: z.ZodType<T>, answer: unknown): Tolera
   for (let round = 0; ; round += 1) {
     // jitless: the schemas read here are mostly made per task (the locked criteria, the artifact
     // a quote must be in), and zod's JIT would compile each one anew for a single parse, costly
-    // in a fresh worker process (docs/benchmarks.md); parsing without it costs the same when hot.
+    // in a fresh worker process (docs/benchmarks.md); without it a hot parse costs about the same.
     const parsed = schema.safeParse(current, { jitless: true });
     if (parsed.success) return { success: true, data: parsed.data, dropped };
     const unknown = parsed.error.issues.filter((issue) => issue.code === 'unrecognized_keys');

@@ -131,7 +131,7 @@ describe('agent host', () => {
     silent.close();
   });
 
-  it('with no idle worker left (pool 1), replaces a worker as soon as it takes its task, not when it exits', async () => {
+  it('with no idle worker left (pool 1), replaces a worker while its task waits on its model, not when it exits', async () => {
     const { script, release } = heldScript('polish-host-');
     const host = evaluateHost(script);
     try {
@@ -178,15 +178,17 @@ describe('agent host', () => {
     const instant = join(mkdtempSync(join(tmpdir(), 'polish-instant-')), 'instant.json');
     writeFileSync(instant, JSON.stringify({ evaluate: [{ answer: { scores } }] }));
     const held = heldScript('polish-waits-');
-    for (const [script, release] of [
-      [instant, undefined],
-      [held.script, held.release],
+    for (const [script, release, pool] of [
+      [instant, undefined, 2],
+      [held.script, held.release, 2],
+      // No idle worker left: the successor still waits for an instant answer (a next task waits for a boot anyway).
+      [instant, undefined, 1],
     ] as const) {
-      // Two idle workers: the one that does not take the task keeps the role served meanwhile.
+      // With two, the one that does not take the task keeps the role served meanwhile.
       const host = createAgentHost({
         natsUrl: nats.server.url,
         roles: ['evaluate'],
-        pool: 2,
+        pool,
         model: { provider: 'scripted', script },
       });
       try {

@@ -148,12 +148,21 @@ interface WorkerSlot {
   /** The task in hand, and how to give it back. */
   held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
   /**
-   * On its last task, its successor may boot now: the task waits on I/O, or it has answered.
-   * Until then, while its role has an idle worker, the successor waits: its boot would compete
+   * On its last task, its successor may boot now: the task waits on I/O, it has answered, or
+   * {@link SUCCESSOR_GRACE_MS} passed. Until then the successor waits: its boot would compete
    * with the answer for the cores.
    */
   successorDue: boolean;
+  /** Ends the successor's wait after {@link SUCCESSOR_GRACE_MS}. */
+  successorGrace: NodeJS.Timeout | undefined;
 }
+
+/**
+ * How long a worker on its last task may hold its successor back while its handler neither
+ * waits on I/O nor answers: an instant model answers within it; a handler busy on the cores for
+ * longer (or stuck) gets its successor booted beside it then, as before.
+ */
+const SUCCESSOR_GRACE_MS = 20;
 
 /** How long a role must have tasks and no worker before an idle worker of another role leaves for it. */
 const RETIRE_AFTER_MS = 1_000;
@@ -221,8 +230,9 @@ function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snap
  * one task from its role's queue when it has none, so the host takes only what it has processes
  * for, and a burst waits in the queue, in order. The host keeps `pool` idle workers per role
  * where the limit allows. A worker that takes its last task is replaced once its task waits on
- * I/O (its model) or is answered, or at once when its role has no idle worker left, so that a
- * replacement's boot does not compete with an answer for the cores. When a role has tasks
+ * I/O (its model) or is answered (at the latest {@link SUCCESSOR_GRACE_MS} after the take), so
+ * that a replacement's boot does not compete with an answer for the cores; a task waiting in
+ * the queue gets a boot at once. When a role has tasks
  * waiting but no worker while the limit is reached, it stops an idle worker of a
  * role with nothing waiting to make room. It subscribes to nothing itself; when a worker dies
  * holding a task it says so on `polish.v1.crashed.<role>`, so the task is handed out again at
@@ -278,6 +288,15 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
    */
   const awaited = (role: TaskRole) =>
     [...slots.values()].filter((slot) => slot.role === role && slot.phase === 'idle').length <= (queued.get(role) ?? 0);
+
+  /** The worker on its last task waits on I/O, has answered or used its grace: its successor may boot. */
+  const dueSuccessor = (slot: WorkerSlot) => {
+    clearTimeout(slot.successorGrace);
+    slot.successorGrace = undefined;
+    if (slot.successorDue) return;
+    slot.successorDue = true;
+    balance();
+  };
 
   const raise = (slot: WorkerSlot, why: 'ready' | 'awaited') => {
     if (!slot.low) return;
@@ -409,6 +428,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       awaitsRaise: reserve,
       held: undefined,
       successorDue: false,
+      successorGrace: undefined,
     };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
@@ -456,6 +476,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.phase = 'busy';
         slot.held = { taskId: notice.taskId, key: notice.key, ack: notice.ack, delivery: notice.delivery };
         slot.successorDue = false;
+        if (slot.tasksTaken >= reuse) {
+          clearTimeout(slot.successorGrace);
+          slot.successorGrace = setTimeout(() => dueSuccessor(slot), SUCCESSOR_GRACE_MS).unref();
+        }
         host.emit('task.taken', {
           pid,
           role,
@@ -465,23 +489,22 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           deliverySeq: notice.deliverySeq,
           delivery: notice.delivery,
         });
-        // Its successor boots now only if its role has no idle worker left (see successorDue).
+        // Its successor waits until the task waits on I/O or is answered (see successorDue).
         balance();
       } else if (notice.type === 'task.waiting') {
         if (notice.taskId !== slot.held?.taskId) return;
         // Waiting on its model: the successor boots now, warm long before this task ends.
-        slot.successorDue = true;
-        balance();
+        dueSuccessor(slot);
       } else if (notice.type === 'task.done') {
         slot.held = undefined;
-        slot.successorDue = true;
         if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
-        balance();
+        dueSuccessor(slot);
       }
     });
     child.on('exit', (code, signal) => {
       slots.delete(pid);
+      clearTimeout(slot.successorGrace);
       booted(slot);
       const crashed = code !== 0;
       if (crashed) void reportCrash(slot, pid, signal ?? `exit code ${code}`);

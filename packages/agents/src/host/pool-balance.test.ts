@@ -55,13 +55,15 @@ describe('which workers a host boots (pool balance)', () => {
     expect(plan.retire).toBeUndefined();
   });
 
-  it("waits with an answering worker's successor while its role has an idle worker, and not once it has none", () => {
+  it("waits with an answering worker's successor, idle workers or not, but boots at once for a task in the queue", () => {
     const limits = { pool: 2, free: 4, bootSlots: 2 };
     // One idle, one answering its last task: the pool counts as full until the answer is sent.
     expect(chooseBoots([{ ...load('evaluate', 1), answering: 1 }], limits).boot).toEqual([]);
-    // No idle worker left: both successors boot at once (a next task would wait for them).
-    expect(chooseBoots([{ ...load('evaluate', 0), answering: 2 }], limits).boot).toEqual(['evaluate', 'evaluate']);
-    // A pool of 3 after two takes: one idle stands for one answering worker; the other successor boots.
-    expect(chooseBoots([{ ...load('evaluate', 1), answering: 2 }], { ...limits, pool: 3 }).boot).toEqual(['evaluate']);
+    // No idle worker left: the successors still wait for the answers (the host bounds the wait).
+    expect(chooseBoots([{ ...load('evaluate', 0), answering: 2 }], limits).boot).toEqual([]);
+    // Without them counted, both would boot: what the answering count holds back.
+    expect(chooseBoots([load('evaluate', 0)], limits).boot).toEqual(['evaluate', 'evaluate']);
+    // A task waiting in the queue gets its worker booted at once.
+    expect(chooseBoots([{ ...load('evaluate', 0, 0, 1), answering: 2 }], limits).boot).toEqual(['evaluate']);
   });
 });

@@ -7,9 +7,9 @@ export interface RoleLoad {
   booting: number;
   queued: number;
   /**
-   * Workers answering their last task whose successors wait (their handlers have not yet gone
-   * to wait on I/O): each counted as warm while an idle worker of the role is left for it, so
-   * that a replacement's boot does not compete with an answer; beyond that they boot at once.
+   * Workers answering their last task whose successors wait (their handlers have neither gone to
+   * wait on I/O nor answered, for a short while at most: the host bounds it): each counted as
+   * warm, so that a replacement's boot does not compete with an answer for the cores.
    */
   answering?: number;
 }
@@ -33,11 +33,10 @@ export function chooseBoots(
   loads: readonly RoleLoad[],
   limits: { pool: number; free: number; bootSlots: number },
 ): BalancePlan {
-  // An answering worker stands in for its successor only while an idle worker of its role is
-  // there for it: the role keeps at least half its pool idle, never none.
-  const warm = new Map(
-    loads.map((load) => [load.role, load.idle + load.booting + Math.min(load.answering ?? 0, load.idle)]),
-  );
+  // An answering worker stands in for its successor: the task after it would wait for a boot
+  // either way when no worker is idle, and a boot started beside the answer slows the answer
+  // (the host lets it stand in only until it waits on I/O or answers, or briefly).
+  const warm = new Map(loads.map((load) => [load.role, load.idle + load.booting + (load.answering ?? 0)]));
   const want = (load: RoleLoad) => limits.pool + load.queued;
   const starved = (load: RoleLoad) => load.queued > 0 && (warm.get(load.role) ?? 0) === 0;
   const boot: TaskRole[] = [];

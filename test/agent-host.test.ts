@@ -189,6 +189,8 @@ describe('agent host', () => {
         natsUrl: nats.server.url,
         roles: ['evaluate'],
         pool,
+        // The instant answer is told from a long one by what it does, not by a race with the grace.
+        successorGraceMs: 60_000,
         model: { provider: 'scripted', script },
       });
       try {
@@ -221,6 +223,38 @@ describe('agent host', () => {
       }
     }
     await dispatcher.close?.();
+  });
+
+  it('boots the successor of a worker whose answer stays on the CPU past the grace, before it answers', async () => {
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const busy = join(mkdtempSync(join(tmpdir(), 'polish-busy-')), 'busy.json');
+    writeFileSync(busy, JSON.stringify({ evaluate: [{ answer: { scores }, busy_ms: 3_000 }] }));
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate'],
+      pool: 1,
+      successorGraceMs: 100,
+      model: { provider: 'scripted', script: busy },
+    });
+    try {
+      await host.ready;
+      const before = host.workerPids();
+      const aliveAtAnswer = new Promise<number[]>((resolve) =>
+        host.once('task.done', () => resolve(host.workerPids())),
+      );
+      const answered = dispatcher.dispatch('evaluate', {
+        artifact: 'Each key may send 100 requests per minute.',
+        criteria,
+      });
+      // The handler never waits on I/O, so only the grace lets its successor start beside it.
+      const alive = await aliveAtAnswer;
+      expect(alive).toEqual(expect.arrayContaining(before));
+      expect(alive.filter((pid) => !before.includes(pid))).toHaveLength(1);
+      expect((await answered).worker.pid).toBe(before[0]);
+    } finally {
+      await host.stop();
+      await dispatcher.close?.();
+    }
   });
 
   /**

@@ -65,6 +65,11 @@ export interface AgentHostOptions {
   backgroundBoots?: boolean;
   /** Worker processes booting at once. Default: the cores. */
   bootConcurrency?: number;
+  /**
+   * How long a worker on its last task may hold its successor back while its handler neither
+   * waits on I/O nor answers. Default {@link SUCCESSOR_GRACE_MS}.
+   */
+  successorGraceMs?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
   /** Start workers from the build's V8 startup snapshot where it applies (see {@link workerLaunch}). Default true. */
@@ -162,7 +167,7 @@ interface WorkerSlot {
  * waits on I/O nor answers: an instant model answers within it; a handler busy on the cores for
  * longer (or stuck) gets its successor booted beside it then, as before.
  */
-const SUCCESSOR_GRACE_MS = 20;
+export const SUCCESSOR_GRACE_MS = 20;
 
 /** How long a role must have tasks and no worker before an idle worker of another role leaves for it. */
 const RETIRE_AFTER_MS = 1_000;
@@ -248,6 +253,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // that way a core per boot gave about 1.5x the strict throughput at the same CPU per task, with
   // slower hops only while the host is saturated with boots (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? availableParallelism();
+  const successorGraceMs = options.successorGraceMs ?? SUCCESSOR_GRACE_MS;
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
@@ -293,7 +299,6 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const dueSuccessor = (slot: WorkerSlot) => {
     clearTimeout(slot.successorGrace);
     slot.successorGrace = undefined;
-    if (slot.successorDue) return;
     slot.successorDue = true;
     balance();
   };
@@ -478,7 +483,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.successorDue = false;
         if (slot.tasksTaken >= reuse) {
           clearTimeout(slot.successorGrace);
-          slot.successorGrace = setTimeout(() => dueSuccessor(slot), SUCCESSOR_GRACE_MS).unref();
+          slot.successorGrace = setTimeout(() => dueSuccessor(slot), successorGraceMs).unref();
         }
         host.emit('task.taken', {
           pid,
@@ -489,7 +494,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           deliverySeq: notice.deliverySeq,
           delivery: notice.delivery,
         });
-        // Its successor waits until the task waits on I/O or is answered (see successorDue).
+        // Its successor waits until the task waits on I/O or is answered, or the grace ends (see successorDue).
         balance();
       } else if (notice.type === 'task.waiting') {
         if (notice.taskId !== slot.held?.taskId) return;

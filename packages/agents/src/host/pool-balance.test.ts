@@ -65,5 +65,14 @@ describe('which workers a host boots (pool balance)', () => {
     expect(chooseBoots([load('evaluate', 0)], limits).boot).toEqual(['evaluate', 'evaluate']);
     // A task waiting in the queue gets its worker booted at once.
     expect(chooseBoots([{ ...load('evaluate', 0, 0, 1), answering: 2 }], limits).boot).toEqual(['evaluate']);
+    // …even when more workers answer than the pool holds (after a burst): they stand in for the pool only.
+    expect(chooseBoots([{ ...load('evaluate', 0, 0, 1), answering: 2 }], { ...limits, pool: 1 }).boot).toEqual([
+      'evaluate',
+    ]);
+    // A role whose only worker answers, with a task waiting, is the one with no worker: it boots first.
+    const short = { pool: 1, free: 4, bootSlots: 1 };
+    expect(chooseBoots([load('revise', 0), { ...load('evaluate', 0, 0, 1), answering: 1 }], short).boot).toEqual([
+      'evaluate',
+    ]);
   });
 });

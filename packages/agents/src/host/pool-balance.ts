@@ -33,12 +33,15 @@ export function chooseBoots(
   loads: readonly RoleLoad[],
   limits: { pool: number; free: number; bootSlots: number },
 ): BalancePlan {
-  // An answering worker stands in for its successor: the task after it would wait for a boot
-  // either way when no worker is idle, and a boot started beside the answer slows the answer
-  // (the host lets it stand in only until it waits on I/O or answers, or briefly).
-  const warm = new Map(loads.map((load) => [load.role, load.idle + load.booting + (load.answering ?? 0)]));
+  // An answering worker stands in for its successor in the role's pool (the host lets it stand
+  // in only until it waits on I/O or answers, or briefly): a boot started beside the answer slows
+  // the answer. It stands in for no task in the queue: it will never take one.
+  const able = new Map(loads.map((load) => [load.role, load.idle + load.booting]));
+  const warm = new Map(
+    loads.map((load) => [load.role, load.idle + load.booting + Math.min(load.answering ?? 0, limits.pool)]),
+  );
   const want = (load: RoleLoad) => limits.pool + load.queued;
-  const starved = (load: RoleLoad) => load.queued > 0 && (warm.get(load.role) ?? 0) === 0;
+  const starved = (load: RoleLoad) => load.queued > 0 && (able.get(load.role) ?? 0) === 0;
   const boot: TaskRole[] = [];
   for (let room = Math.min(limits.free, limits.bootSlots); room > 0; room -= 1) {
     const short = loads.filter((load) => (warm.get(load.role) ?? 0) < want(load));
@@ -52,6 +55,7 @@ export function chooseBoots(
     if (!next) break;
     boot.push(next.role);
     warm.set(next.role, (warm.get(next.role) ?? 0) + 1);
+    able.set(next.role, (able.get(next.role) ?? 0) + 1);
   }
   const atLimit = limits.free - boot.length <= 0;
   const needy = loads.find(starved);

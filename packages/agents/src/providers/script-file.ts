@@ -28,6 +28,8 @@ const RuleSchema = z
     answers: z.array(AnswerSchema).min(1).optional(),
     /** Wait this long before answering, to stand in for a slow model. */
     delay_ms: z.int().min(0).max(600_000).optional(),
+    /** Work this long on the CPU first (no I/O wait), to stand in for an answer that costs CPU. */
+    busy_ms: z.int().min(0).max(60_000).optional(),
     /** Wait until this file exists before answering: lets a test decide when a "model" answers. */
     hold_until_file: z.string().min(1).optional(),
   })

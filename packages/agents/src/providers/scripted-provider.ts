@@ -91,6 +91,8 @@ export function createScriptedProvider(source: ScriptFile | ScriptFunction): Mod
       const round = request.messages.filter((message) => message.role === 'assistant').length;
       const answers = rule.answers ?? [rule.answer];
       const text = asText(answers[Math.min(round, answers.length - 1)]);
+      // Synchronous on purpose: the worker's handler stays on the CPU without waiting on I/O.
+      for (const until = performance.now() + (rule.busy_ms ?? 0); performance.now() < until;);
       if (rule.delay_ms) await delay(rule.delay_ms);
       if (rule.hold_until_file) await fileExists(rule.hold_until_file);
       return { text, usage: scriptedUsage(request, text) };

@@ -356,17 +356,10 @@ try {
   section = 'whole runs over NATS';
   // Strict, each wave in a fresh process from a full pool; the 7 replacements boot while the run
   // goes on, at normal priority (the default) or at nice 19 (--background-boots), in turns.
+  const runModes = strictModes.filter((mode) => mode.key !== 'FewerBoots');
   const overNats = { Foreground: [], Background: [] };
   for (let round = 0; round < rounds; round += 1) {
-    for (const [key, flags] of round % 2
-      ? [
-          ['Background', ['--background-boots']],
-          ['Foreground', []],
-        ]
-      : [
-          ['Foreground', []],
-          ['Background', ['--background-boots']],
-        ]) {
+    for (const { key, flags } of round % 2 ? [...runModes].reverse() : runModes) {
       const natsHost = await startHostProcess({
         natsUrl: server.url,
         roles: ['evaluate', 'revise'],

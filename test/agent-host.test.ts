@@ -29,7 +29,7 @@ import { jetstream, jetstreamManager, type ConsumerInfo } from '@nats-io/jetstre
 import { createHash } from 'node:crypto';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { REPO } from './support/cli.js';
-import { startHost, stop } from './support/processes.js';
+import { commandLineOf, startHost, stop } from './support/processes.js';
 
 const model = { provider: 'scripted' as const, script: `${REPO}examples/demo/script.yaml` };
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
@@ -48,9 +48,6 @@ function heldScript(prefix: string): { script: string; release: string } {
   writeFileSync(script, JSON.stringify({ evaluate: [{ answer: { scores }, hold_until_file: release }] }));
   return { script, release };
 }
-
-/** A process's node flags, script and arguments, as it was started. */
-const commandLineOf = (pid: number) => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
 
 /** The nice value of every thread of a process, and of its autogroup when it has its own ("nice N" in /proc). */
 function nices(pid: number): { threads: number[]; autogroup: number | undefined } {

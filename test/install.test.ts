@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from './support/cli.js';
 import { startNats, type NatsFixture } from './support/nats.js';
-import { watchProcess, type WatchedProcess } from './support/processes.js';
+import { commandLineOf, watchProcess, type WatchedProcess } from './support/processes.js';
 
 const PACKAGES = ['protocol', 'orchestrator', 'agents', 'inspector', 'cli'];
 
@@ -194,9 +194,9 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
     // Its worker processes start from the installed @polish/agents (its snapshot or its bundle), not the checkout.
     const pid = (await worker.waitFor(/^worker (\d+) \(evaluate\) ready/))[1];
     const installed = join(project, 'node_modules/@polish/agents/dist/');
-    const entry = readFileSync(`/proc/${pid}/cmdline`, 'utf8')
-      .split('\0')
-      .filter((arg) => /worker-snapshot\/worker\.blob$|worker-bundle\/worker-entry\.mjs$/.test(arg));
+    const entry = commandLineOf(Number(pid)).filter((arg) =>
+      /worker-snapshot\/worker\.blob$|worker-bundle\/worker-entry\.mjs$/.test(arg),
+    );
     // A worker restored from the snapshot names the blob and, as its script, the bundle's entry.
     const bundled = `${installed}worker-bundle/worker-entry.mjs`;
     expect([[bundled], [`${installed}worker-snapshot/worker.blob`, bundled]]).toContainEqual(entry);

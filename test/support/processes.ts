@@ -147,6 +147,9 @@ export async function stop(process_: WatchedProcess): Promise<void> {
   await process_.exited;
 }
 
+/** A process's node flags, script and arguments, as it was started. */
+export const commandLineOf = (pid: number): string[] => readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0');
+
 /** Pids of live processes whose environment holds `TAG=value` (to prove nothing was left behind). */
 export function processesTagged(tag: string): number[] {
   const found: number[] = [];

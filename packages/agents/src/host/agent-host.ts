@@ -153,13 +153,11 @@ interface WorkerSlot {
   /** The task in hand, and how to give it back. */
   held: { taskId: string; key: string; ack: string; delivery: number } | undefined;
   /**
-   * On its last task, its successor may boot now: the task waits on I/O, it has answered, or
-   * {@link SUCCESSOR_GRACE_MS} passed. Until then the successor waits: its boot would compete
-   * with the answer for the cores.
+   * Set while the worker answers its last task and its successor waits: a boot would compete with
+   * the answer for the cores. Cleared when the task waits on I/O or is answered; when it fires,
+   * {@link SUCCESSOR_GRACE_MS} after the take, the successor boots anyway.
    */
-  successorDue: boolean;
-  /** Ends the successor's wait after {@link SUCCESSOR_GRACE_MS}. */
-  successorGrace: NodeJS.Timeout | undefined;
+  successorHeld: NodeJS.Timeout | undefined;
 }
 
 /**
@@ -249,7 +247,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const reuse = options.reuse ?? 1;
   const prefix = options.prefix ?? DEFAULT_SUBJECT_PREFIX;
   const backgroundBoots = (options.backgroundBoots ?? false) && backgroundBootsUnavailable() === undefined;
-  // A boot per core: replacements no longer boot against answers (successorDue), and measured
+  // A boot per core: replacements no longer boot against answers (successorHeld), and measured
   // that way a core per boot gave about 1.5x the strict throughput at the same CPU per task, with
   // slower hops only while the host is saturated with boots (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? availableParallelism();
@@ -282,9 +280,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         booting: mine.filter((slot) => slot.phase === 'booting').length,
         queued: queued.get(role) ?? 0,
         // With background boots a successor boots as a reserve anyway: it is not held back.
-        answering: backgroundBoots
-          ? 0
-          : mine.filter((slot) => slot.phase === 'busy' && slot.tasksTaken >= reuse && !slot.successorDue).length,
+        answering: backgroundBoots ? 0 : mine.filter((slot) => slot.successorHeld !== undefined).length,
       };
     });
 
@@ -297,9 +293,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
 
   /** The worker on its last task waits on I/O, has answered or used its grace: its successor may boot. */
   const dueSuccessor = (slot: WorkerSlot) => {
-    clearTimeout(slot.successorGrace);
-    slot.successorGrace = undefined;
-    slot.successorDue = true;
+    clearTimeout(slot.successorHeld);
+    slot.successorHeld = undefined;
     balance();
   };
 
@@ -432,8 +427,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       low: false,
       awaitsRaise: reserve,
       held: undefined,
-      successorDue: false,
-      successorGrace: undefined,
+      successorHeld: undefined,
     };
     if (child.pid === undefined) {
       // fork() failed (e.g. EAGAIN): no process, no exit event. Count it and try again later.
@@ -480,10 +474,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.tasksTaken += 1;
         slot.phase = 'busy';
         slot.held = { taskId: notice.taskId, key: notice.key, ack: notice.ack, delivery: notice.delivery };
-        slot.successorDue = false;
         if (slot.tasksTaken >= reuse) {
-          clearTimeout(slot.successorGrace);
-          slot.successorGrace = setTimeout(() => dueSuccessor(slot), successorGraceMs).unref();
+          clearTimeout(slot.successorHeld);
+          slot.successorHeld = setTimeout(() => dueSuccessor(slot), successorGraceMs).unref();
         }
         host.emit('task.taken', {
           pid,
@@ -494,7 +487,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           deliverySeq: notice.deliverySeq,
           delivery: notice.delivery,
         });
-        // Its successor waits until the task waits on I/O or is answered, or the grace ends (see successorDue).
+        // Its successor waits until the task waits on I/O or is answered, or the grace ends (see successorHeld).
         balance();
       } else if (notice.type === 'task.waiting') {
         if (notice.taskId !== slot.held?.taskId) return;
@@ -509,7 +502,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     });
     child.on('exit', (code, signal) => {
       slots.delete(pid);
-      clearTimeout(slot.successorGrace);
+      clearTimeout(slot.successorHeld);
       booted(slot);
       const crashed = code !== 0;
       if (crashed) void reportCrash(slot, pid, signal ?? `exit code ${code}`);

@@ -37,30 +37,27 @@ export function chooseBoots(
   // in only until it waits on I/O or answers, or briefly): a boot started beside the answer slows
   // the answer. It stands in for no task in the queue: it will never take one.
   const able = new Map(loads.map((load) => [load.role, load.idle + load.booting]));
-  const warm = new Map(
-    loads.map((load) => [load.role, load.idle + load.booting + Math.min(load.answering ?? 0, limits.pool)]),
-  );
+  const warm = (load: RoleLoad) => (able.get(load.role) ?? 0) + Math.min(load.answering ?? 0, limits.pool);
   const want = (load: RoleLoad) => limits.pool + load.queued;
   const starved = (load: RoleLoad) => load.queued > 0 && (able.get(load.role) ?? 0) === 0;
   const boot: TaskRole[] = [];
   for (let room = Math.min(limits.free, limits.bootSlots); room > 0; room -= 1) {
-    const short = loads.filter((load) => (warm.get(load.role) ?? 0) < want(load));
+    const short = loads.filter((load) => warm(load) < want(load));
     if (short.length === 0) break;
     const [next] = [...short].sort(
       (a, b) =>
         Number(starved(b)) - Number(starved(a)) ||
-        want(b) - (warm.get(b.role) ?? 0) - (want(a) - (warm.get(a.role) ?? 0)) ||
+        want(b) - warm(b) - (want(a) - warm(a)) ||
         loads.indexOf(a) - loads.indexOf(b),
     );
     if (!next) break;
     boot.push(next.role);
-    warm.set(next.role, (warm.get(next.role) ?? 0) + 1);
     able.set(next.role, (able.get(next.role) ?? 0) + 1);
   }
   const atLimit = limits.free - boot.length <= 0;
   const needy = loads.find(starved);
   const donor = [...loads].filter((load) => load.queued === 0 && load.idle > 0).sort((a, b) => b.idle - a.idle)[0];
-  const settled = atLimit || loads.every((load) => (warm.get(load.role) ?? 0) >= limits.pool);
+  const settled = atLimit || loads.every((load) => warm(load) >= limits.pool);
   return {
     boot,
     ...(atLimit && needy && donor ? { retire: { from: donor.role, to: needy.role } } : {}),

@@ -373,17 +373,28 @@ describe('agent host', () => {
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     try {
       for (const snapshot of [true, false]) {
-        const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, snapshot });
+        // A tunable of the user's own: a restored worker gets glibc's huge pages for its restore
+        // besides it, and the user's comes last (it wins); a worker from the bundle gets it alone.
+        const env = { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' };
+        const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, snapshot, env });
         try {
           await host.ready;
           const [pid] = host.workerPids() as [number];
           // What the worker process was started with: its node flags and script.
           const commandLine = commandLineOf(pid);
+          // glibc (2.36) cuts the variable at its colons, in place, as it reads it: join the pieces again.
+          const tunables = /GLIBC_TUNABLES=[^\0]*(\0glibc\.[^\0]*)*/
+            .exec(readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[0]
+            .replaceAll('\0', ':');
           if (snapshot) {
             expect(commandLine).toContain('--snapshot-blob');
             expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
+            expect(tunables).toBe(
+              'GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072:glibc.malloc.arena_max=2',
+            );
           } else {
             expect(commandLine).not.toContain('--snapshot-blob');
+            expect(tunables).toBe('GLIBC_TUNABLES=glibc.malloc.arena_max=2');
           }
           expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
           const reply = await dispatcher.dispatch('evaluate', payload);

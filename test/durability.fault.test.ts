@@ -21,7 +21,7 @@ import {
 import { eventsSubject, storeNames, type RunEvent, type RunResult } from '@polish/protocol';
 import { startNatsServer } from '@polish/cli';
 import { connect } from '@nats-io/transport-node';
-import { startNats, type NatsFixture } from './support/nats.js';
+import { restartablePort, startNats, type NatsFixture } from './support/nats.js';
 import { heldScript as held } from './support/held-script.js';
 import { runningRecord } from './support/run-record.js';
 import { DEMO_SPEC, demoRunOnNatsArgs, runOutcome, passedPerIteration } from './support/demo.js';
@@ -452,8 +452,9 @@ describe('nats-server killed and restarted on the same store during a run', () =
 
   it('the run completes', async () => {
     const storeDir = mkdtempSync(join(tmpdir(), 'polish-restart-'));
-    let server = await startNatsServer({ storeDir });
-    const port = new URL(server.url).port;
+    // Restarted on the same port below: one the kernel never hands out by itself.
+    const port = String(await restartablePort());
+    let server = await startNatsServer({ storeDir, args: ['-p', port] });
     const held = heldScript();
     const host = await startHost(server.url, ['--pool', '1', '--script', held.script]);
     const serve = await startServe(server.url, 'survivor', ['--task-timeout', '5']);

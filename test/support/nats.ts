@@ -1,4 +1,5 @@
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { expect } from 'vitest';
@@ -34,6 +35,29 @@ export async function startNats(options: { trace?: boolean } = {}): Promise<Nats
       rmSync(storeDir, { recursive: true, force: true });
     },
   };
+}
+
+/**
+ * A free loopback port below the kernel's ephemeral range, for a server that a test restarts on
+ * the same port: a port the kernel handed out (port 0) may be handed to another process's
+ * connection while the server is down, a port outside its range only to a process that asks
+ * for that very number.
+ */
+export async function restartablePort(): Promise<number> {
+  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
+  const bottom = 10_000;
+  if (!low || low - bottom < 1_000) throw new Error(`the ephemeral port range starts at ${low}: no room below it`);
+  for (let attempt = 0; attempt < 50; attempt += 1) {
+    const port = bottom + Math.floor(Math.random() * (low - bottom));
+    const probe = createServer();
+    const free = await new Promise<boolean>((resolve) => {
+      probe.once('error', () => resolve(false));
+      probe.listen(port, '127.0.0.1', () => resolve((probe.address() as AddressInfo).port === port));
+    });
+    await new Promise((resolve) => probe.close(resolve));
+    if (free) return port;
+  }
+  throw new Error(`no free port found between ${bottom} and ${low}`);
 }
 
 /** Runs `polish nats-config` (per-role users) into `directory`, the server storing in `storeDir`; its files. */

@@ -44,7 +44,7 @@ const connection = await connect({ servers: server.url });
 const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
 const rssMb = (pid) => Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1]) / 1024;
 const median = (list) => [...list].sort((a, b) => a - b)[list.length >> 1];
-const seen = new Map(values.map((value) => [value, { rss: [], boot: [], run: [] }]));
+const seen = new Map(values.map((value) => [value, { rss: [], boot: [], run: [], readyDuring: [] }]));
 try {
   for (let round = 0; round < 8; round += 1) {
     for (const value of round % 2 ? [...values].reverse() : values) {
@@ -66,7 +66,9 @@ try {
         await runHost.taken(index * 7);
         await Promise.all([runHost.warm('evaluate', 4), runHost.warm('revise', 3)]);
         const started = performance.now();
+        const readyBefore = runHost.boots.length;
         const { status } = await startPolish(spec, { dispatcher }).result;
+        figures.readyDuring.push(runHost.boots.length - readyBefore);
         if (status !== 'CAP_REACHED') throw new Error(`a run ended ${status}, not CAP_REACHED`);
         figures.run.push(performance.now() - started);
       }
@@ -78,7 +80,9 @@ try {
   await server.stop();
   rmSync(scratch, { recursive: true, force: true });
 }
-for (const [value, { rss, boot, run }] of seen)
+const mean = (list) => list.reduce((sum, value) => sum + value, 0) / list.length;
+for (const [value, { rss, boot, run, readyDuring }] of seen)
   process.stdout.write(
-    `${value}: boot ${median(boot)} ms, idle RSS ${median(rss).toFixed(1)} MB, 4-iteration run ${median(run).toFixed(1)} ms (${run.length} runs)\n`,
+    `${value}: boot ${median(boot)} ms, idle RSS ${median(rss).toFixed(1)} MB, 4-iteration run ${median(run).toFixed(1)} ms ` +
+      `(${run.length} runs; replacements ready during a run: ${mean(readyDuring).toFixed(2)} on average)\n`,
   );

@@ -1,7 +1,10 @@
 // The worker's V8 startup snapshot (packages/agents/dist/worker-snapshot/worker.blob) ships in the
 // package: nothing of the machine that built it may be in it. The build checks its environment
 // with a canary (scripts/bundle-worker.js); this checks where it was built.
-import { readFileSync } from 'node:fs';
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPO } from './support/cli.js';
 
@@ -16,5 +19,30 @@ describe('worker startup snapshot', () => {
     const bytes = readFileSync(blob);
     const at = bytes.indexOf(checkout);
     expect(at, at < 0 ? '' : bytes.subarray(at, at + 120).toString('latin1')).toBe(-1);
+  });
+});
+
+describe('worker snapshot build', () => {
+  it('with POLISH_SNAPSHOT_REQUIRE_TASKS=1 and no nats-server to serve its tasks, stops with the reason and leaves no snapshot', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'polish-snapshot-build-'));
+    try {
+      // A PATH with node on it and nothing else (node's own folder may hold a nats-server: /usr/bin).
+      const bin = join(out, 'bin');
+      mkdirSync(bin);
+      symlinkSync(process.execPath, join(bin, 'node'));
+      const built = spawnSync(process.execPath, [`${REPO}packages/agents/scripts/bundle-worker.js`, '--out', out], {
+        encoding: 'utf8',
+        env: { ...process.env, PATH: bin, POLISH_SNAPSHOT_REQUIRE_TASKS: '1' },
+        timeout: 120_000,
+      });
+      expect(built.stderr).toContain('nats-server is not installed');
+      expect(built.stderr).toContain('POLISH_SNAPSHOT_REQUIRE_TASKS=1 refuses a snapshot built without its tasks');
+      expect(built.status).toBe(1);
+      // The bundle (which needs no server) was built; the snapshot was not.
+      expect(existsSync(join(out, 'worker-bundle', 'worker-entry.mjs'))).toBe(true);
+      expect(existsSync(join(out, 'worker-snapshot'))).toBe(false);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
   });
 });

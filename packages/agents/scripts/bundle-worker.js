@@ -15,8 +15,16 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 
 const dist = fileURLToPath(new URL('../dist/', import.meta.url));
-rmSync(`${dist}worker-bundle`, { recursive: true, force: true });
-rmSync(`${dist}worker-snapshot`, { recursive: true, force: true });
+// `--out <folder>` writes the bundle and the snapshot there instead of into dist (the tests build
+// one that way without touching the one the rest of the suite starts workers from).
+const outFlag = process.argv.indexOf('--out');
+if (outFlag > 0 && !process.argv[outFlag + 1]) {
+  process.stderr.write('usage: node bundle-worker.js [--out <folder>]\n');
+  process.exit(2);
+}
+const out = outFlag > 0 ? join(process.argv[outFlag + 1], '/') : dist;
+rmSync(`${out}worker-bundle`, { recursive: true, force: true });
+rmSync(`${out}worker-snapshot`, { recursive: true, force: true });
 await build({
   // The entry turns the compile cache on, then imports the rest (a chunk of its own), so that
   // chunk's bytecode comes from the cache.
@@ -24,7 +32,7 @@ await build({
   platform: 'node',
   logLevel: 'warn',
   output: {
-    dir: `${dist}worker-bundle`,
+    dir: `${out}worker-bundle`,
     format: 'esm',
     minify: true,
     charset: 'ascii',
@@ -195,11 +203,11 @@ if (probe.status !== 0)
   throw new Error(
     `a process restored from the worker snapshot does not arm its timers:\n${probe.stdout}${probe.stderr}`,
   );
-mkdirSync(`${dist}worker-snapshot`, { recursive: true });
-copyFileSync(blob, `${dist}worker-snapshot/worker.blob`);
+mkdirSync(`${out}worker-snapshot`, { recursive: true });
+copyFileSync(blob, `${out}worker-snapshot/worker.blob`);
 // The script was only the snapshot's input: workers never read it.
 rmSync(scratch, { recursive: true, force: true });
 // A blob starts only the Node, platform and architecture that built it: the host checks these
 // before using it (an installed package may run elsewhere than where it was built).
 const builtFor = { node: process.version, platform: process.platform, arch: process.arch };
-writeFileSync(`${dist}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);
+writeFileSync(`${out}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);

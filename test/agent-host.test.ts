@@ -372,11 +372,42 @@ describe('agent host', () => {
     const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     try {
-      for (const snapshot of [true, false]) {
-        // A tunable of the user's own: a restored worker gets glibc's huge pages for its restore
-        // besides it, and the user's comes last (it wins); a worker from the bundle gets it alone.
-        const env = { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' };
-        const host = createAgentHost({ natsUrl: nats.server.url, roles: ['evaluate'], pool: 1, model, snapshot, env });
+      // Where huge pages work for a restore: glibc 2.35 or later, THP on (always or madvise).
+      const [major = 0, minor = 0] = (
+        (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header.glibcVersionRuntime ?? ''
+      )
+        .split('.')
+        .map(Number);
+      const thp = /\[(always|madvise)\]/.test(readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8'));
+      const ours =
+        (major > 2 || (major === 2 && minor >= 35)) && thp
+          ? 'GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072'
+          : undefined;
+      const cases = [
+        // Restored: glibc's huge pages for its restore, where they work.
+        { snapshot: true, env: {}, tunables: ours },
+        // Restored, the user tuning malloc: theirs alone.
+        {
+          snapshot: true,
+          env: { GLIBC_TUNABLES: 'glibc.malloc.arena_max=2' },
+          tunables: 'GLIBC_TUNABLES=glibc.malloc.arena_max=2',
+        },
+        { snapshot: true, env: { MALLOC_ARENA_MAX: '2' }, tunables: undefined },
+        // Turned off (POLISH_WORKER_HUGEPAGES=0 in the CLI).
+        { snapshot: true, env: {}, hugePages: false, tunables: undefined },
+        // From the bundle: nothing added.
+        { snapshot: false, env: {}, tunables: undefined },
+      ];
+      for (const { snapshot, env, hugePages, tunables: expected } of cases) {
+        const host = createAgentHost({
+          natsUrl: nats.server.url,
+          roles: ['evaluate'],
+          pool: 1,
+          model,
+          snapshot,
+          env,
+          ...(hugePages === undefined ? {} : { hugePages }),
+        });
         try {
           await host.ready;
           const [pid] = host.workerPids() as [number];
@@ -386,15 +417,12 @@ describe('agent host', () => {
           const tunables = /GLIBC_TUNABLES=[^\0]*(\0glibc\.[^\0]*)*/
             .exec(readFileSync(`/proc/${pid}/environ`, 'utf8'))?.[0]
             .replaceAll('\0', ':');
+          expect(tunables).toBe(expected);
           if (snapshot) {
             expect(commandLine).toContain('--snapshot-blob');
             expect(commandLine[commandLine.indexOf('--snapshot-blob') + 1]).toMatch(/worker-snapshot\/worker\.blob$/);
-            expect(tunables).toBe(
-              'GLIBC_TUNABLES=glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072:glibc.malloc.arena_max=2',
-            );
           } else {
             expect(commandLine).not.toContain('--snapshot-blob');
-            expect(tunables).toBe('GLIBC_TUNABLES=glibc.malloc.arena_max=2');
           }
           expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
           const reply = await dispatcher.dispatch('evaluate', payload);

@@ -38,17 +38,21 @@ export async function startNats(options: { trace?: boolean } = {}): Promise<Nats
 }
 
 /**
- * A free loopback port below the kernel's ephemeral range, for a server that a test restarts on
- * the same port: a port the kernel handed out (port 0) may be handed to another process's
+ * A free loopback port outside the kernel's ephemeral range, for a server that a test restarts
+ * on the same port: a port the kernel handed out (port 0) may be handed to another process's
  * connection while the server is down, a port outside its range only to a process that asks
  * for that very number.
  */
 export async function restartablePort(): Promise<number> {
-  const [low] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/).map(Number);
-  const bottom = 10_000;
-  if (!low || low - bottom < 1_000) throw new Error(`the ephemeral port range starts at ${low}: no room below it`);
+  const [low = 0, high = 0] = readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8')
+    .trim()
+    .split(/\s+/)
+    .map(Number);
+  // Below the range where there is room (the default, 32768-60999), else above it.
+  const [from, to] = low - 10_000 >= 1_000 ? [10_000, low] : [high + 1, 65_536];
+  if (to - from < 1_000) throw new Error(`the ephemeral port range (${low}-${high}) leaves no room outside it`);
   for (let attempt = 0; attempt < 50; attempt += 1) {
-    const port = bottom + Math.floor(Math.random() * (low - bottom));
+    const port = from + Math.floor(Math.random() * (to - from));
     const probe = createServer();
     const free = await new Promise<boolean>((resolve) => {
       probe.once('error', () => resolve(false));
@@ -57,7 +61,7 @@ export async function restartablePort(): Promise<number> {
     await new Promise((resolve) => probe.close(resolve));
     if (free) return port;
   }
-  throw new Error(`no free port found between ${bottom} and ${low}`);
+  throw new Error(`no free port found between ${from} and ${to}`);
 }
 
 /** Runs `polish nats-config` (per-role users) into `directory`, the server storing in `storeDir`; its files. */

@@ -35,6 +35,7 @@ export { runWorker } from './worker/run-worker.js';
 export {
   createAgentHost,
   defaultMaxWorkers,
+  hugePageTunables,
   type AgentHost,
   type AgentHostOptions,
   type AgentHostEvents,

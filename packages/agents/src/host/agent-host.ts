@@ -74,6 +74,11 @@ export interface AgentHostOptions {
   drainTimeoutMs?: number;
   /** Start workers from the build's V8 startup snapshot where it applies (see {@link workerLaunch}). Default true. */
   snapshot?: boolean;
+  /**
+   * Give workers restored from the snapshot glibc's transparent huge pages where they work (see
+   * {@link hugePageTunables}). Default true, unless POLISH_WORKER_HUGEPAGES=0.
+   */
+  hugePages?: boolean;
 }
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
@@ -203,19 +208,28 @@ interface WorkerLaunch {
 const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
 
 /**
- * A restore reads the whole blob (about 9 MB) into memory from malloc: with glibc's hugetlb
- * tunable that memory comes in transparent huge pages, a few page faults instead of thousands.
- * Where a fault is dear (a VM) that is much of a restore's cost: ready 204 -> 149 ms
- * (bench/notes.md). A fixed mmap threshold (glibc's default start value) keeps the large buffers
- * freed after the restore from moving later ones onto the huge-page heap, which would add about
- * 1.5 MB to an idle worker. The user's own tunables come last, so theirs win; other libcs, or
- * THP off, ignore these.
+ * A restore reads the whole blob (about 10 MB) into memory from malloc: with glibc's hugetlb
+ * tunable (glibc 2.35 and later) that memory comes in transparent huge pages, a few page faults
+ * instead of thousands. Where a fault is dear (a VM) that is much of a restore's cost: ready
+ * 200 -> 148 ms, a quarter less CPU a strict task, whole runs a little slower (bench/notes.md). A fixed mmap threshold (glibc's own starting value) keeps the
+ * large buffers freed after the restore from moving later ones onto the huge-page heap. Nothing
+ * is added where it would do nothing (not glibc 2.35+, THP off) or where the user tunes malloc
+ * (GLIBC_TUNABLES or a MALLOC_* variable): theirs is left as it is.
  */
-function withHugePages(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  if (process.platform !== 'linux') return environment;
-  const ours = 'glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072';
-  const theirs = environment.GLIBC_TUNABLES;
-  return { ...environment, GLIBC_TUNABLES: theirs ? `${ours}:${theirs}` : ours };
+export function hugePageTunables(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (process.platform !== 'linux') return {};
+  if (Object.keys(environment).some((name) => name === 'GLIBC_TUNABLES' || /^MALLOC_[A-Z_]+$/.test(name))) return {};
+  const { glibcVersionRuntime } = (process.report.getReport() as { header: { glibcVersionRuntime?: string } }).header;
+  const [major = 0, minor = 0] = (glibcVersionRuntime ?? '').split('.').map(Number);
+  if (major < 2 || (major === 2 && minor < 35)) return {};
+  let thp = '';
+  try {
+    thp = readFileSync('/sys/kernel/mm/transparent_hugepage/enabled', 'utf8');
+  } catch {
+    return {};
+  }
+  if (!/\[(always|madvise)\]/.test(thp)) return {};
+  return { GLIBC_TUNABLES: 'glibc.malloc.hugetlb=1:glibc.malloc.mmap_threshold=131072' };
 }
 
 /**
@@ -225,7 +239,12 @@ function withHugePages(environment: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
  * import()); else the bundled entry (it boots faster than the plain modules); else the plain
  * module.
  */
-function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snapshot: boolean): WorkerLaunch {
+function workerLaunch(
+  model: ModelSettings,
+  environment: NodeJS.ProcessEnv,
+  snapshot: boolean,
+  tunables: () => NodeJS.ProcessEnv,
+): WorkerLaunch {
   const blob = dist('worker-snapshot/worker.blob');
   const bundled = dist('worker-bundle/worker-entry.mjs');
   const pure = model.provider === 'scripted' || model.provider === 'none';
@@ -237,7 +256,7 @@ function workerLaunch(model: ModelSettings, environment: NodeJS.ProcessEnv, snap
       return {
         modulePath: bundled,
         execArgv: [...process.execArgv, '--snapshot-blob', blob],
-        env: withHugePages(environment),
+        env: { ...environment, ...tunables() },
         from: 'the startup snapshot',
       };
   }
@@ -270,6 +289,11 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // slower hops only while the host is saturated with boots (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? availableParallelism();
   const successorGraceMs = options.successorGraceMs ?? SUCCESSOR_GRACE_MS;
+  const hugePages = options.hugePages ?? process.env.POLISH_WORKER_HUGEPAGES !== '0';
+  // Found once, at the first restored worker (it reads the process report and /sys).
+  let tunables: NodeJS.ProcessEnv | undefined;
+  const restoreTunables = (environment: NodeJS.ProcessEnv) =>
+    hugePages ? (tunables ??= hugePageTunables(environment)) : {};
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
@@ -423,7 +447,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...workerEnvironment({ ...process.env, ...options.env }),
       [WORKER_CONFIG_ENV]: JSON.stringify(config),
     };
-    const launch = workerLaunch(config.model, environment, options.snapshot ?? true);
+    const launch = workerLaunch(config.model, environment, options.snapshot ?? true, () =>
+      restoreTunables(environment),
+    );
     const started = performance.now();
     // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
     const spawnedAt = performance.timeOrigin + started;
@@ -465,7 +491,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     }
     slots.set(pid, slot);
     peak = Math.max(peak, slots.size);
-    child.on('error', () => undefined); // exit follows; a failed kill() on a gone process is not news
+    child.on('error', () => undefined); // close follows; a failed kill() on a gone process is not news
     child.on('message', (notice: WorkerNotice) => {
       if (notice.type === 'started') {
         host.emit('worker.started', { pid, role, alive: slots.size, from: launch.from });

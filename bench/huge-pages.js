@@ -1,10 +1,10 @@
-// `node bench/tunables.js [--background-boots] <GLIBC_TUNABLES value> …`: how glibc tunables
-// change strict workers restored from the startup snapshot (the instant scripted model), for
-// each value in turns, 8 rounds: the median boot and idle RSS of 4 workers booted at once (so
-// slower than one alone), and the median of whole 4-iteration runs (7 waves, cap 4, each wave a
-// fresh worker from a full pool, 7 replacements booting meanwhile; 5 per round). The host puts
-// its own tunables first and the given value after them, so the given value wins where both set
-// one (`glibc.malloc.hugetlb=0` turns its huge pages off). How they were chosen: bench/notes.md.
+// `node bench/huge-pages.js [--background-boots]`: strict workers restored from the startup
+// snapshot (the instant scripted model) with glibc's huge pages (the default) and without
+// (POLISH_WORKER_HUGEPAGES=0 in the host's environment; the host itself never gets the tunables),
+// in turns, 8 rounds. Per round and way: 4 workers booted at once (their boot, slower than one
+// alone, and idle RSS), 5 whole 4-iteration runs (7 waves, cap 4, each wave a fresh worker from a
+// full pool, 7 replacements booting meanwhile), and 40 tasks sent at once to a pool of 2 (tasks a
+// second, and CPU a task of the host and its workers). Prints medians. See bench/notes.md.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -12,17 +12,13 @@ import { connect } from '@nats-io/transport-node';
 import { startNatsServer } from '@polish/cli';
 import { createNatsDispatcher, startPolish } from '@polish/orchestrator';
 import { startHostProcess } from './host-process.js';
+import { treeCpuMs } from './cpu.js';
 
-const flags = process.argv.slice(2).filter((arg) => arg === '--background-boots');
-const values = process.argv.slice(2).filter((arg) => arg !== '--background-boots');
-if (values.length === 0) {
-  process.stderr.write('usage: node bench/tunables.js [--background-boots] <GLIBC_TUNABLES value> [<value> …]\n');
-  process.exit(2);
-}
+const flags = process.argv.includes('--background-boots') ? ['--background-boots'] : [];
 const REPO = new URL('../', import.meta.url).pathname;
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8')).slice(0, 3);
 const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const scratch = mkdtempSync(join(tmpdir(), 'polish-tunables-'));
+const scratch = mkdtempSync(join(tmpdir(), 'polish-huge-pages-'));
 const script = join(scratch, 'instant.json');
 // Never converges: 4 evaluations and 3 revisions.
 const scores = criteria.map(({ id }, index) =>
@@ -44,12 +40,14 @@ const connection = await connect({ servers: server.url });
 const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
 const rssMb = (pid) => Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1]) / 1024;
 const median = (list) => [...list].sort((a, b) => a - b)[list.length >> 1];
-const seen = new Map(values.map((value) => [value, { rss: [], boot: [], run: [], readyDuring: [] }]));
+const ways = { 'huge pages': '1', 'no huge pages': '0' };
+const seen = new Map(Object.keys(ways).map((way) => [way, { rss: [], boot: [], run: [], perSecond: [], cpu: [] }]));
+const TASKS = 40;
 try {
   for (let round = 0; round < 8; round += 1) {
-    for (const value of round % 2 ? [...values].reverse() : values) {
-      process.env.GLIBC_TUNABLES = value;
-      const figures = seen.get(value);
+    for (const way of round % 2 ? Object.keys(ways).reverse() : Object.keys(ways)) {
+      process.env.POLISH_WORKER_HUGEPAGES = ways[way];
+      const figures = seen.get(way);
       const bootHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 4, script, flags });
       await bootHost.warm('evaluate', 4);
       for (const pid of bootHost.pids) figures.rss.push(rssMb(pid));
@@ -66,23 +64,30 @@ try {
         await runHost.taken(index * 7);
         await Promise.all([runHost.warm('evaluate', 4), runHost.warm('revise', 3)]);
         const started = performance.now();
-        const readyBefore = runHost.boots.length;
         const { status } = await startPolish(spec, { dispatcher }).result;
-        figures.readyDuring.push(runHost.boots.length - readyBefore);
         if (status !== 'CAP_REACHED') throw new Error(`a run ended ${status}, not CAP_REACHED`);
         figures.run.push(performance.now() - started);
       }
       await runHost.stop();
+      const loadHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 2, script, flags });
+      await loadHost.warm('evaluate', 2);
+      const cpuBefore = treeCpuMs(loadHost.pid);
+      const started = performance.now();
+      await Promise.all(Array.from({ length: TASKS }, () => dispatcher.dispatch('evaluate', { artifact, criteria })));
+      figures.perSecond.push((TASKS / (performance.now() - started)) * 1000);
+      await loadHost.warm('evaluate', 2);
+      figures.cpu.push((treeCpuMs(loadHost.pid) - cpuBefore) / TASKS);
+      await loadHost.stop();
     }
   }
 } finally {
+  delete process.env.POLISH_WORKER_HUGEPAGES;
   await connection.drain();
   await server.stop();
   rmSync(scratch, { recursive: true, force: true });
 }
-const mean = (list) => list.reduce((sum, value) => sum + value, 0) / list.length;
-for (const [value, { rss, boot, run, readyDuring }] of seen)
+for (const [way, { rss, boot, run, perSecond, cpu }] of seen)
   process.stdout.write(
-    `${value}: boot ${median(boot)} ms, idle RSS ${median(rss).toFixed(1)} MB, 4-iteration run ${median(run).toFixed(1)} ms ` +
-      `(${run.length} runs; replacements ready during a run: ${mean(readyDuring).toFixed(2)} on average)\n`,
+    `${way}${flags.length ? ' (--background-boots)' : ''}: boot ${median(boot)} ms (4 at once), idle RSS ${median(rss).toFixed(1)} MB, ` +
+      `4-iteration run ${median(run).toFixed(1)} ms, strict ${median(perSecond).toFixed(1)} tasks/s at ${median(cpu).toFixed(0)} ms CPU a task (host and workers)\n`,
   );

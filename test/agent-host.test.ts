@@ -20,6 +20,8 @@ import { createNatsDispatcher, openTaskQueue } from '@polish/orchestrator';
 import {
   TaskEnvelopeSchema,
   ZERO_USAGE,
+  crashSubject,
+  progressSubject,
   replySubject,
   taskQueueNames,
   taskQueueOf,
@@ -166,6 +168,57 @@ describe('agent host', () => {
     } finally {
       writeFileSync(release, '');
       await host.stop();
+    }
+  });
+
+  it('names the task in its crash report when a worker is killed as it takes it, so the task is handed out again at once', async () => {
+    // Without the report the task would wait out its lease. (The host handles a death once the
+    // worker's IPC channel has ended, so a notice sent just before is read first; this test does
+    // not reach that race, which needs a worker dying by itself right after its notice.)
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    try {
+      for (let kill = 0; kill < 3; kill += 1) {
+        const { script, release } = heldScript('polish-crash-');
+        const host = evaluateHost(script);
+        const crashed = new Promise<string>((resolve) =>
+          nats.connection.subscribe(crashSubject('evaluate'), {
+            max: 1,
+            callback: (_error, message) => resolve(message.json<{ taskId: string }>().taskId),
+          }),
+        );
+        // The worker publishes "taken" just before it tells its host: kill it as soon as it does.
+        let killedTask: string | undefined;
+        const taken = nats.connection.subscribe(progressSubject('evaluate', '*'), {
+          callback: (_error, message) => {
+            const progress = message.json<{
+              taskId: string;
+              state: string;
+              delivery: number;
+              worker: { pid: number };
+            }>();
+            if (progress.state !== 'taken' || progress.delivery !== 1) return;
+            process.kill(progress.worker.pid, 'SIGKILL');
+            killedTask = progress.taskId;
+          },
+        });
+        try {
+          await nats.connection.flush();
+          await host.ready;
+          const answered = dispatcher.dispatch('evaluate', payload);
+          const crashedTask = await crashed;
+          writeFileSync(release, '');
+          expect(crashedTask).toBe(killedTask);
+          // Handed out again at once, to the next worker, which answers.
+          expect((await answered).attempts).toBe(2);
+        } finally {
+          taken.unsubscribe();
+          writeFileSync(release, '');
+          await host.stop();
+        }
+      }
+    } finally {
+      await dispatcher.close?.();
     }
   });
 

@@ -265,6 +265,8 @@ describe('agent host', () => {
         } else {
           await answered;
           expect((await aliveAtAnswer).sort()).toEqual([...before].sort());
+          // With pool 2 the successor was postponed (the role kept an idle worker): the host, quiet
+          // now, boots it all the same.
           await newcomer;
         }
       } finally {
@@ -273,6 +275,53 @@ describe('agent host', () => {
       }
     }
     await dispatcher.close?.();
+  });
+
+  it('postpones the successor of an instant answer while tasks keep coming and the role has an idle worker', async () => {
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    const instant = join(mkdtempSync(join(tmpdir(), 'polish-postponed-')), 'instant.json');
+    writeFileSync(instant, JSON.stringify({ evaluate: [{ answer: { scores } }, { answer: { scores } }] }));
+    const host = createAgentHost({
+      natsUrl: nats.server.url,
+      roles: ['evaluate'],
+      pool: 2,
+      // Never quiet long enough within the test: only a role left without an idle worker releases it.
+      successorQuietMs: 60_000,
+      successorGraceMs: 60_000,
+      model: { provider: 'scripted', script: instant },
+    });
+    try {
+      await host.ready;
+      const before = host.workerPids();
+      const newcomer = (pid: number) => !before.includes(pid);
+      // The host has handled the first answer (a boot it starts there forks before this resolves).
+      const firstDone = new Promise<void>((resolve) => host.once('task.done', () => resolve()));
+      const first = await dispatcher.dispatch('evaluate', payload);
+      await firstDone;
+      expect(host.workerPids().filter(newcomer)).toEqual([]);
+      // The second task is taken by the worker that stayed idle; until then no boot ran beside it.
+      const forkedAtSecondTake = new Promise<number[]>((resolve) =>
+        host.once('task.taken', () => resolve(host.workerPids().filter(newcomer))),
+      );
+      const newcomers = new Promise<void>((resolve) => {
+        const ready = new Set<number>();
+        host.on('worker.ready', ({ pid }) => {
+          if (newcomer(pid)) ready.add(pid);
+          if (ready.size === 2) resolve();
+        });
+      });
+      const second = await dispatcher.dispatch('evaluate', payload);
+      expect(await forkedAtSecondTake).toEqual([]);
+      expect(second.worker.pid).not.toBe(first.worker.pid);
+      expect(before).toEqual(expect.arrayContaining([first.worker.pid, second.worker.pid]));
+      // With no idle worker left both successors boot: the pool is whole again.
+      await newcomers;
+      expect(host.workerPids()).toHaveLength(2);
+    } finally {
+      await host.stop();
+      await dispatcher.close?.();
+    }
   });
 
   it('boots the successor of a worker whose answer stays on the CPU past the grace, before it answers', async () => {

@@ -157,6 +157,19 @@ describe('bad input: one line naming the field, exit 2, nothing written', () => 
   });
 
   it.each([
+    ['a pool of 0', ['--pool', '0'], 'pool: must be a whole number from 1 to 64, got "0"'],
+    ['a successor quiet time in seconds', ['--successor-quiet', '0.5'], 'successor-quiet: must be a whole number'],
+    ['a successor quiet time past a minute', ['--successor-quiet', '60001'], 'successor-quiet: must be a whole number'],
+    ['no boots at once', ['--boot-concurrency', '0'], 'boot-concurrency: must be a whole number from 1'],
+  ])('polish worker refuses %s before connecting', async (_name, flags, message) => {
+    // Port 1 answers nobody: an error about the flag proves it was read before any connection.
+    const { code, stderr } = await polish(['worker', '--nats', 'nats://127.0.0.1:1', '--script', script, ...flags]);
+    expect(code).toBe(2);
+    expect(stderr).toContain(`polish: invalid input: ${message}`);
+    expect(stderr.trim().split('\n')).toHaveLength(1);
+  });
+
+  it.each([
     ['an empty artifact', [file('empty.md', ' \n\n'), '--goal', 'g'], 'artifact: must not be empty'],
     ['an unreadable artifact', [join(directory, 'nope.md'), '--goal', 'g'], 'artifact: cannot read'],
     ['a missing goal', [artifact], 'goal: required'],

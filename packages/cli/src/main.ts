@@ -159,6 +159,11 @@ modelOptions(
       .option('--no-background-boots', 'boot every worker at normal priority (the default)')
       .option('--boot-concurrency <n>', 'worker processes booting at once (default: the cores)')
       .option(
+        '--successor-quiet <ms>',
+        'replace a worker that answered on the CPU once no task was taken or answered for this long, ' +
+          'while its role has an idle worker (default 15; 0: at the answer)',
+      )
+      .option(
         '--allow-unsandboxed',
         'par.command: run critique commands where no sandbox (user and PID namespaces) can be made',
       )

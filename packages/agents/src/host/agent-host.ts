@@ -70,6 +70,14 @@ export interface AgentHostOptions {
    * waits on I/O nor answers. Default {@link SUCCESSOR_GRACE_MS}.
    */
   successorGraceMs?: number;
+  /**
+   * How long the host must go without a task taken or answered before it replaces a worker that
+   * answered its last task on the cores (never waiting on I/O) while the worker's role still has
+   * an idle worker for the next task: the next waves of a run are answered without boots beside
+   * them. At most {@link SUCCESSOR_POSTPONE_MAX_MS} (or this, if longer) after the answer; at once
+   * when the role has no idle worker left. 0: the successor boots at the answer. Default {@link SUCCESSOR_QUIET_MS}.
+   */
+  successorQuietMs?: number;
   /** How long a drain waits for tasks in hand before killing workers. Default 10 min. */
   drainTimeoutMs?: number;
   /** Start workers from the build's V8 startup snapshot where it applies (see {@link workerLaunch}). Default true. */
@@ -171,6 +179,16 @@ interface WorkerSlot {
  * longer (or stuck) gets its successor booted beside it then, as before.
  */
 export const SUCCESSOR_GRACE_MS = 20;
+
+/**
+ * How long a host must go without a task taken or answered before the successors it postponed
+ * boot (see AgentHostOptions.successorQuietMs): longer than the time between two waves of a run,
+ * when the orchestrator reads one answer and sends the next task (about 5 ms measured).
+ */
+export const SUCCESSOR_QUIET_MS = 15;
+
+/** The longest a successor is postponed after its predecessor answered: the pool refills even on a host that is never quiet. */
+export const SUCCESSOR_POSTPONE_MAX_MS = 200;
 
 /** How long a role must have tasks and no worker before an idle worker of another role leaves for it. */
 const RETIRE_AFTER_MS = 1_000;
@@ -289,6 +307,8 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   // slower hops only while the host is saturated with boots (docs/benchmarks.md).
   const bootConcurrency = options.bootConcurrency ?? availableParallelism();
   const successorGraceMs = options.successorGraceMs ?? SUCCESSOR_GRACE_MS;
+  const successorQuietMs = backgroundBoots ? 0 : (options.successorQuietMs ?? SUCCESSOR_QUIET_MS);
+  const postponeMaxMs = Math.max(SUCCESSOR_POSTPONE_MAX_MS, successorQuietMs);
   const hugePages = options.hugePages ?? process.env.POLISH_WORKER_HUGEPAGES !== '0';
   // Found once, at the first restored worker (it reads the process report and /sys).
   let tunables: NodeJS.ProcessEnv | undefined;
@@ -304,6 +324,11 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   let booting = 0;
   let peak = 0;
   let starvedSince: { role: TaskRole; at: number } | undefined;
+  /** Successors postponed while the host keeps taking tasks (see successorQuietMs), and until when at most. */
+  let postponed: { role: TaskRole; until: number }[] = [];
+  /** When a task was last taken or answered here. */
+  let lastActivity = 0;
+  let postponedCheck: NodeJS.Timeout | undefined;
   let markReady: () => void = () => undefined;
   let markFailed: (error: Error) => void = () => undefined;
   const ready = new Promise<void>((resolve, reject) => {
@@ -322,7 +347,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         booting: mine.filter((slot) => slot.phase === 'booting').length,
         queued: queued.get(role) ?? 0,
         // With background boots a successor boots as a reserve anyway: it is not held back.
-        answering: backgroundBoots ? 0 : mine.filter((slot) => slot.successorHeld !== undefined).length,
+        answering: backgroundBoots
+          ? 0
+          : mine.filter((slot) => slot.successorHeld !== undefined).length +
+            postponed.filter((successor) => successor.role === role).length,
       };
     });
 
@@ -348,9 +376,24 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     host.emit('worker.priority', { pid, role: slot.role, nice: normalNice, why });
   };
 
+  /**
+   * Lets postponed successors boot once the host is quiet, their time is up or their role has no
+   * idle worker left for its next task; checks again when the next of these is due.
+   */
+  const releasePostponed = () => {
+    const now = performance.now();
+    const quiet = now - lastActivity >= successorQuietMs;
+    postponed = postponed.filter((successor) => !quiet && now < successor.until && !awaited(successor.role));
+    clearTimeout(postponedCheck);
+    if (postponed.length === 0) return;
+    const due = Math.min(lastActivity + successorQuietMs, ...postponed.map((successor) => successor.until));
+    postponedCheck = setTimeout(balance, Math.max(1, due - now)).unref();
+  };
+
   /** Boots what the roles need within the limits, or makes room for a role with tasks and no worker. */
   const balance = () => {
     if (stopping) return;
+    releasePostponed();
     // A reserve that a task now waits for is on the critical path: it boots at full speed.
     for (const slot of slots.values())
       if (slot.low && slot.phase === 'booting' && awaited(slot.role)) raise(slot, 'awaited');
@@ -518,6 +561,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.tasksTaken += 1;
         slot.phase = 'busy';
         slot.held = { taskId: notice.taskId, key: notice.key, ack: notice.ack, delivery: notice.delivery };
+        lastActivity = performance.now();
         if (slot.tasksTaken >= reuse) {
           clearTimeout(slot.successorHeld);
           slot.successorHeld = setTimeout(() => dueSuccessor(slot), successorGraceMs).unref();
@@ -540,6 +584,11 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       } else if (notice.type === 'task.done') {
         slot.held = undefined;
         if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';
+        lastActivity = performance.now();
+        // Answered on the cores: while the host keeps taking tasks and the role has a worker for
+        // its next one, the successor's boot would run beside the next answers (of this run).
+        if (slot.successorHeld !== undefined && successorQuietMs > 0 && !awaited(role))
+          postponed.push({ role, until: lastActivity + postponeMaxMs });
         host.emit('task.done', { pid, role, taskId: notice.taskId, ok: notice.ok });
         dueSuccessor(slot);
       }
@@ -574,6 +623,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   Object.defineProperty(host, 'ready', { value: ready });
   host.stop = async (stopOptions = {}) => {
     stopping = true;
+    clearTimeout(postponedCheck);
     const exits = [...slots.values()].map(
       (slot) =>
         new Promise<void>((resolve) => {

@@ -36,6 +36,7 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
   /** True with --background-boots (reserves boot at the lowest priority), false with --no-background-boots (the default). */
   backgroundBoots?: boolean;
   bootConcurrency?: string;
+  successorQuiet?: string;
 }
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
@@ -108,6 +109,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   const maxWorkers = parseWholeNumber('max-workers', flags.maxWorkers, 1, 4096) ?? defaultMaxWorkers();
   const reuse = parseWholeNumber('reuse', flags.reuse, 1, 1_000_000) ?? 1;
   const bootConcurrency = parseWholeNumber('boot-concurrency', flags.bootConcurrency, 1, 4096);
+  const successorQuietMs = parseWholeNumber('successor-quiet', flags.successorQuiet, 0, 60_000);
   const natsUrl = flags.nats ?? process.env.NATS_URL;
   if (!natsUrl) throw invalidInput('nats', 'required: pass --nats nats://host:4222 or set NATS_URL');
   const reviseMode = flags.reviseMode === undefined ? undefined : ReviseModeSchema.safeParse(flags.reviseMode);
@@ -136,6 +138,7 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
     maxWorkers,
     reuse,
     ...(bootConcurrency ? { bootConcurrency } : {}),
+    ...(successorQuietMs === undefined ? {} : { successorQuietMs }),
     backgroundBoots: flags.backgroundBoots === true,
     command: commandSettingsOf(flags),
     model: models.byRole[roles[0] as TaskRole] ?? { provider: 'none' },

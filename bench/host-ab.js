@@ -1,10 +1,13 @@
-// `node bench/huge-pages.js [--background-boots]`: strict workers restored from the startup
-// snapshot (the instant scripted model) with glibc's huge pages (the default) and without
-// (POLISH_WORKER_HUGEPAGES=0 in the host's environment; the host itself never gets the tunables),
-// in turns, 8 rounds. Per round and way: 4 workers booted at once (their boot, slower than one
-// alone, and idle RSS), 5 whole 4-iteration runs (7 waves, cap 4, each wave a fresh worker from a
-// full pool, 7 replacements booting meanwhile), and 40 tasks sent at once to a pool of 2 (tasks a
-// second, and CPU a task of the host and its workers). Prints medians. See bench/notes.md.
+// `node bench/host-ab.js <comparison> [--background-boots] [--rounds N]`: one agent host
+// process (the instant scripted model, strict workers) two ways, in turns, N rounds (default 8).
+// Comparisons: `huge-pages`, restored workers with glibc's huge pages (the default) and without
+// (POLISH_WORKER_HUGEPAGES=0 in the host's environment; the host itself never gets the
+// tunables); `successor-quiet`, successors of instant answers postponed while the host keeps
+// taking tasks (the default) and booted at the answer (--successor-quiet 0). Per round and way: 4
+// workers booted at once (their boot, slower than one alone, and idle RSS), 5 whole 4-iteration
+// runs (7 waves, cap 4, each wave a fresh worker from a full pool of 4, 7 replacements booting
+// during or after the run), and 40 tasks sent at once to a pool of 2 (tasks a second, and CPU a
+// task of the host and its workers). Prints medians. See bench/notes.md.
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,11 +17,31 @@ import { createNatsDispatcher, startPolish } from '@polish/orchestrator';
 import { startHostProcess } from './host-process.js';
 import { treeCpuMs } from './cpu.js';
 
-const flags = process.argv.includes('--background-boots') ? ['--background-boots'] : [];
+const COMPARISONS = {
+  'huge-pages': {
+    'huge pages': { env: { POLISH_WORKER_HUGEPAGES: '1' }, flags: [] },
+    'no huge pages': { env: { POLISH_WORKER_HUGEPAGES: '0' }, flags: [] },
+  },
+  'successor-quiet': {
+    'postponed successors': { env: {}, flags: [] },
+    'successors at the answer': { env: {}, flags: ['--successor-quiet', '0'] },
+  },
+};
+const [comparison] = process.argv.slice(2);
+const ways = COMPARISONS[comparison];
+if (!ways) {
+  process.stderr.write(
+    `usage: node bench/host-ab.js ${Object.keys(COMPARISONS).join('|')} [--background-boots] [--rounds N]\n`,
+  );
+  process.exit(2);
+}
+const roundsAt = process.argv.indexOf('--rounds');
+const ROUNDS = roundsAt > 0 ? Number(process.argv[roundsAt + 1]) : 8;
+const background = process.argv.includes('--background-boots') ? ['--background-boots'] : [];
 const REPO = new URL('../', import.meta.url).pathname;
 const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8')).slice(0, 3);
 const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const scratch = mkdtempSync(join(tmpdir(), 'polish-huge-pages-'));
+const scratch = mkdtempSync(join(tmpdir(), 'polish-host-ab-'));
 const script = join(scratch, 'instant.json');
 // Never converges: 4 evaluations and 3 revisions.
 const scores = criteria.map(({ id }, index) =>
@@ -40,13 +63,14 @@ const connection = await connect({ servers: server.url });
 const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
 const rssMb = (pid) => Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1]) / 1024;
 const median = (list) => [...list].sort((a, b) => a - b)[list.length >> 1];
-const ways = { 'huge pages': '1', 'no huge pages': '0' };
 const seen = new Map(Object.keys(ways).map((way) => [way, { rss: [], boot: [], run: [], perSecond: [], cpu: [] }]));
 const TASKS = 40;
 try {
-  for (let round = 0; round < 8; round += 1) {
+  for (let round = 0; round < ROUNDS; round += 1) {
     for (const way of round % 2 ? Object.keys(ways).reverse() : Object.keys(ways)) {
-      process.env.POLISH_WORKER_HUGEPAGES = ways[way];
+      // The host process inherits this environment.
+      Object.assign(process.env, ways[way].env);
+      const flags = [...background, ...ways[way].flags];
       const figures = seen.get(way);
       const bootHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 4, script, flags });
       await bootHost.warm('evaluate', 4);
@@ -78,16 +102,16 @@ try {
       await loadHost.warm('evaluate', 2);
       figures.cpu.push((treeCpuMs(loadHost.pid) - cpuBefore) / TASKS);
       await loadHost.stop();
+      for (const name of Object.keys(ways[way].env)) delete process.env[name];
     }
   }
 } finally {
-  delete process.env.POLISH_WORKER_HUGEPAGES;
   await connection.drain();
   await server.stop();
   rmSync(scratch, { recursive: true, force: true });
 }
 for (const [way, { rss, boot, run, perSecond, cpu }] of seen)
   process.stdout.write(
-    `${way}${flags.length ? ' (--background-boots)' : ''}: boot ${median(boot)} ms (4 at once), idle RSS ${median(rss).toFixed(1)} MB, ` +
+    `${way}${background.length ? ' (--background-boots)' : ''}: boot ${median(boot)} ms (4 at once), idle RSS ${median(rss).toFixed(1)} MB, ` +
       `4-iteration run ${median(run).toFixed(1)} ms, strict ${median(perSecond).toFixed(1)} tasks/s at ${median(cpu).toFixed(0)} ms CPU a task (host and workers)\n`,
   );

@@ -49,7 +49,7 @@ const NOT_IN_SNAPSHOT = /[\\/]dist[\\/](providers[\\/](anthropic|openai)-provide
 // node:tls cannot be in a snapshot (the builder fails on it), but the NATS client needs it only
 // to open a TLS connection: the client's `node:tls` is a stand-in that loads the real module at
 // its first use, which is after the restore.
-const LAZY_TLS = '\0polish-lazy-tls';
+const LAZY = '\0polish-lazy:';
 const lazyTls = [
   'let tls;',
   "const real = () => (tls ??= process.getBuiltinModule('node:tls'));",
@@ -58,6 +58,27 @@ const lazyTls = [
   'export class TLSSocket { static [Symbol.hasInstance](value) { return tls !== undefined && value instanceof tls.TLSSocket; } }',
   'export default { connect, TLSSocket };',
 ].join('\n');
+// Only par.command runs commands: their builtins (and the dozen modules they pull in, dgram,
+// readline, fs watchers) would otherwise be in every worker's heap, and a restore's time grows
+// with the heap. They load at the first call instead, after the restore. Their functions are
+// forwarded; a name that is not a function (a class, a constant) is not, and a bundle that
+// imports one fails to build.
+const DEFERRED = ['node:child_process', 'node:fs/promises', 'node:crypto'];
+function deferred(id) {
+  const module = process.getBuiltinModule(id);
+  const names = Object.keys(module).filter((name) => typeof module[name] === 'function' && /^[a-z]/.test(name));
+  return [
+    'let real;',
+    `const load = () => (real ??= process.getBuiltinModule(${JSON.stringify(id)}));`,
+    ...names.map((name) => `export const ${name} = (...args) => load().${name}(...args);`),
+    `export default { ${names.join(', ')} };`,
+  ].join('\n');
+}
+const lazyModule = (id) => {
+  const name = id.startsWith('node:') ? id : `node:${id}`;
+  if (name === 'node:tls') return lazyTls;
+  return DEFERRED.includes(name) ? deferred(name) : undefined;
+};
 // The script is built outside the checkout: V8 keeps the name of a snapshot's script (for stack
 // traces), and the blob ships in the package, so a script in the checkout would put the builder's
 // path (often /home/<user>/…) in every installed copy. Only a fresh temporary folder is named.
@@ -70,9 +91,9 @@ await build({
   logLevel: 'warn',
   plugins: [
     {
-      name: 'lazy-tls',
-      resolveId: (id) => (id === 'node:tls' || id === 'tls' ? LAZY_TLS : null),
-      load: (id) => (id === LAZY_TLS ? lazyTls : null),
+      name: 'lazy-builtins',
+      resolveId: (id) => (lazyModule(id) === undefined ? null : `${LAZY}${id}`),
+      load: (id) => (id.startsWith(LAZY) ? lazyModule(id.slice(LAZY.length)) : null),
     },
     {
       name: 'not-in-snapshot',
@@ -87,10 +108,14 @@ await build({
   // Latin-1, two bytes otherwise, and a restore's time grows with the heap.
   output: { file: entry, format: 'cjs', minify: true, codeSplitting: false, charset: 'ascii' },
 });
-// node:tls must load after the restore, never from the snapshot: the script must not require it.
+// node:tls and the deferred builtins must load after the restore, never from the snapshot: the
+// script must not require them.
 const script = readFileSync(entry);
-const tls = /require\((["'])(node:)?tls\1\)/.exec(script.toString('latin1'));
-if (tls) throw new Error(`the worker snapshot's script must not load node:tls, but it has ${tls[0]}`);
+for (const id of ['node:tls', ...DEFERRED]) {
+  const bare = id.slice('node:'.length);
+  const required = script.toString('latin1').match(new RegExp(`require\\((["'])(node:)?${bare}\\1\\)`));
+  if (required) throw new Error(`the worker snapshot's script must not load ${id}, but it has ${required[0]}`);
+}
 
 const nonAscii = script.findIndex((byte) => byte > 0x7f);
 if (nonAscii >= 0)

@@ -18,10 +18,13 @@ export async function startHostProcess({
   maxWorkers,
   flags = [],
   polish = POLISH,
+  // Node's own options for the host, which its workers inherit (a profiler, say).
+  nodeFlags = [],
 }) {
   const child = spawn(
     process.execPath,
     [
+      ...nodeFlags,
       polish,
       'worker',
       '--nats',

@@ -1,4 +1,4 @@
-// `node bench/cold-hops.js [--workers N] [--node-flags="<flags>"]`: why a strict hop costs more
+// `node bench/cold-hops.js [--workers N] [--idle-ms MS] [--node-flags="<flags>"]`: why a strict hop costs more
 // than a hot one. One `polish worker` host (the instant scripted model, one idle evaluate
 // worker), two ways in one run:
 // - fresh workers (--reuse 2): N workers (default 16), each sent its first task once it is ready
@@ -20,11 +20,16 @@ import { createNatsDispatcher } from '@polish/orchestrator';
 import { startHostProcess } from './host-process.js';
 
 const { values } = parseArgs({
-  options: { workers: { type: 'string', default: '16' }, 'node-flags': { type: 'string', default: '' } },
+  options: {
+    workers: { type: 'string', default: '16' },
+    'idle-ms': { type: 'string', default: '50' },
+    'node-flags': { type: 'string', default: '' },
+  },
 });
 const WORKERS = Number(values.workers);
-if (!Number.isInteger(WORKERS) || WORKERS < 1) {
-  process.stderr.write('usage: node bench/cold-hops.js [--workers N] [--node-flags="<flags>"]\n');
+const IDLE_MS = Number(values['idle-ms']);
+if (!Number.isInteger(WORKERS) || WORKERS < 1 || !(IDLE_MS >= 0)) {
+  process.stderr.write('usage: node bench/cold-hops.js [--workers N] [--idle-ms MS] [--node-flags="<flags>"]\n');
   process.exit(2);
 }
 const nodeFlags = values['node-flags'].split(' ').filter(Boolean);
@@ -81,7 +86,7 @@ async function freshWorkers() {
   for (let index = 0; index < WORKERS; index += 1) {
     await host.warm('evaluate', 2);
     // Idle, as a pool's worker is when its task comes.
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, IDLE_MS));
     const first = await hop(host.pids);
     const second = await hop(host.pids);
     // The second task is counted only where the worker of the first answered it.
@@ -119,7 +124,7 @@ const line = (hops) =>
 const flags = nodeFlags.length ? ` (node ${nodeFlags.join(' ')})` : '';
 const printFresh = (fresh, when) =>
   process.stdout.write(
-    `fresh workers${flags}, ${WORKERS}, ${when}: first task ${line(fresh.first)}; ` +
+    `fresh workers${flags}, ${WORKERS}, idle ${IDLE_MS} ms, ${when}: first task ${line(fresh.first)}; ` +
       `second task (${fresh.second.length} by the same worker) ${line(fresh.second)}\n`,
   );
 try {

@@ -3,7 +3,9 @@
 // Comparisons: `huge-pages`, restored workers with glibc's huge pages (the default) and without
 // (POLISH_WORKER_HUGEPAGES=0 in the host's environment; the host itself never gets the
 // tunables); `successor-quiet`, successors of instant answers postponed while the host keeps
-// taking tasks (the default) and booted at the answer (--successor-quiet 0). Per round and way: 4
+// taking tasks (the default) and booted at the answer (--successor-quiet 0); `exit-nice`, workers
+// lowered to nice 19 once they have answered their last task (the default) and left at normal
+// priority (POLISH_WORKER_EXIT_NICE=0). Per round and way: 4
 // workers booted at once (their boot, slower than one alone, and idle RSS), 5 whole 4-iteration
 // runs (7 waves, cap 4, each wave a fresh worker from a full pool of 4, 7 replacements booting
 // during or after the run), and 40 tasks sent at once to a pool of 2 (tasks a second, and CPU a
@@ -21,6 +23,10 @@ const COMPARISONS = {
   'huge-pages': {
     'huge pages': { env: { POLISH_WORKER_HUGEPAGES: '1' }, flags: [] },
     'no huge pages': { env: { POLISH_WORKER_HUGEPAGES: '0' }, flags: [] },
+  },
+  'exit-nice': {
+    'exits at nice 19': { env: { POLISH_WORKER_EXIT_NICE: '1' }, flags: [] },
+    'exits at normal priority': { env: { POLISH_WORKER_EXIT_NICE: '0' }, flags: [] },
   },
   'successor-quiet': {
     'postponed successors': { env: {}, flags: [] },

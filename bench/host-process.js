@@ -56,6 +56,8 @@ export async function startHostProcess({
     waiters = waiters.filter((waiter) => (waiter.done() ? (waiter.resolve(), false) : true));
   };
   createInterface({ input: child.stderr }).on('line', (line) => {
+    // POLISH_BENCH_HOST_LOG=1: the host's log on this process's standard error, to see why a benchmark stalls.
+    if (process.env.POLISH_BENCH_HOST_LOG === '1') process.stderr.write(`${line}\n`);
     const booted = /^worker (\d+) \((\S+)\) ready in (\d+) ms/.exec(line);
     const took = /^worker \d+ \((\S+)\) took task/.exec(line);
     const alive = /; (\d+) alive$/.exec(line);

@@ -324,6 +324,81 @@ describe('agent host', () => {
     }
   });
 
+  it.each([
+    {
+      pool: 2,
+      reuse: 1,
+      exitsAtLowPriority: true,
+      lowered: [true],
+      why: 'its last task, another worker idle: lowered',
+    },
+    { pool: 2, reuse: 1, exitsAtLowPriority: false, lowered: [false], why: 'turned off' },
+    {
+      pool: 1,
+      reuse: 2,
+      exitsAtLowPriority: true,
+      lowered: [false, false],
+      why: 'not its last task; then its last with no idle worker left (its place is wanted)',
+    },
+  ])(
+    'lowers a worker that answered its last task to the lowest priority for its exit only while its role has an idle worker: pool $pool, reuse $reuse, $why',
+    async ({ pool, reuse, exitsAtLowPriority, lowered: expected }) => {
+      const dispatcher = createNatsDispatcher({ connection: nats.connection });
+      const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+      const two = join(mkdtempSync(join(tmpdir(), 'polish-exit-nice-')), 'two.json');
+      writeFileSync(two, JSON.stringify({ evaluate: [{ answer: { scores } }, { answer: { scores } }] }));
+      const host = createAgentHost({
+        natsUrl: nats.server.url,
+        roles: ['evaluate'],
+        pool,
+        reuse,
+        exitsAtLowPriority,
+        model: { provider: 'scripted', script: two },
+      });
+      // Read when it happens: the host has not reaped the worker yet (it is alive, or a zombie
+      // whose /proc entry still says its nice value).
+      const events: { pid: number; nice: number; threads: number[] }[] = [];
+      host.on('worker.priority', ({ pid, nice, why }) => {
+        if (why === 'exiting') events.push({ pid, nice, threads: nices(pid).threads });
+      });
+      const atDone: { pid: number; threads: number[] }[] = [];
+      host.on('task.done', ({ pid }) => atDone.push({ pid, threads: nices(pid).threads }));
+      try {
+        await host.ready;
+        const normal = getPriority();
+        const pids: number[] = [];
+        for (const count of expected.keys()) {
+          const done = new Promise<void>((resolve) => host.on('task.done', () => atDone.length > count && resolve()));
+          const [reply] = await Promise.all([dispatcher.dispatch('evaluate', payload), done]);
+          pids.push(reply.worker.pid);
+        }
+        // One worker served them all (reuse 2: the host had no other).
+        expect(new Set(pids).size).toBe(1);
+        expect(atDone.map(({ pid }) => pid)).toEqual(pids);
+        // Every thread at the lowest priority when the host says the task is done, or all at the host's.
+        expect(
+          atDone.map(({ threads }) =>
+            threads.every((nice) => nice === RESERVE_NICE)
+              ? true
+              : threads.every((nice) => nice === normal)
+                ? false
+                : threads,
+          ),
+        ).toEqual(expected);
+        expect(events).toEqual(
+          expected.flatMap((low, index) =>
+            low ? [{ pid: pids[index], nice: RESERVE_NICE, threads: atDone[index]?.threads }] : [],
+          ),
+        );
+        // The host's own priority is untouched.
+        expect(niceOf(process.pid)).toBe(normal);
+      } finally {
+        await host.stop();
+        await dispatcher.close?.();
+      }
+    },
+  );
+
   it('boots the successor of a worker whose answer stays on the CPU past the grace, before it answers', async () => {
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     const busy = join(mkdtempSync(join(tmpdir(), 'polish-busy-')), 'busy.json');

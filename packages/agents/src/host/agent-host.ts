@@ -87,6 +87,14 @@ export interface AgentHostOptions {
    * {@link hugePageTunables}). Default true, unless POLISH_WORKER_HUGEPAGES=0.
    */
   hugePages?: boolean;
+  /**
+   * Lower a worker that has answered its last task to the lowest CPU priority (nice 19, and its
+   * own autogroup where the host may renice it) for its drain and exit while its role still has
+   * an idle worker for the next task, so that its teardown yields to the workers answering the
+   * next tasks (of a run). With tasks waiting and no idle worker it exits at full speed: its place
+   * is wanted. Lowering a priority needs no privilege. Default true, unless POLISH_WORKER_EXIT_NICE=0.
+   */
+  exitsAtLowPriority?: boolean;
 }
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
@@ -123,9 +131,10 @@ export interface AgentHostEvents {
   'worker.failed': [{ role: TaskRole; message: string }];
   /**
    * A worker's CPU priority changed (its nice value, every thread's): `reserve`, it boots in the
-   * background; `ready`, raised once booted; `awaited`, raised while booting because a task waits for it.
+   * background; `ready`, raised once booted; `awaited`, raised while booting because a task waits for it;
+   * `exiting`, lowered once it has answered its last task (see {@link AgentHostOptions.exitsAtLowPriority}).
    */
-  'worker.priority': [{ pid: number; role: TaskRole; nice: number; why: 'reserve' | 'ready' | 'awaited' }];
+  'worker.priority': [{ pid: number; role: TaskRole; nice: number; why: 'reserve' | 'ready' | 'awaited' | 'exiting' }];
 }
 
 /**
@@ -310,6 +319,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const successorQuietMs = backgroundBoots ? 0 : (options.successorQuietMs ?? SUCCESSOR_QUIET_MS);
   const postponeMaxMs = Math.max(SUCCESSOR_POSTPONE_MAX_MS, successorQuietMs);
   const hugePages = options.hugePages ?? process.env.POLISH_WORKER_HUGEPAGES !== '0';
+  const exitsLow = options.exitsAtLowPriority ?? process.env.POLISH_WORKER_EXIT_NICE !== '0';
   // Found once, at the first restored worker (it reads the process report and /sys).
   let tunables: NodeJS.ProcessEnv | undefined;
   const restoreTunables = (environment: NodeJS.ProcessEnv) =>
@@ -583,6 +593,15 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         dueSuccessor(slot);
       } else if (notice.type === 'task.done') {
         slot.held = undefined;
+        // Its last task answered, the worker only drains and exits, freeing a heap of tens of MB:
+        // while its role has an idle worker for the next task (a run goes on), that must not take
+        // the cores from the next answer. With tasks waiting and no idle worker, its place is
+        // wanted: it exits at full speed. Not reaped yet (no exit code): the pid is still its own.
+        const lowered = exitsLow && slot.tasksTaken >= reuse && !awaited(role);
+        if (lowered && child.exitCode === null && child.signalCode === null) {
+          setWorkerNice(pid, RESERVE_NICE);
+          host.emit('worker.priority', { pid, role, nice: RESERVE_NICE, why: 'exiting' });
+        }
         if (slot.tasksTaken < reuse && slot.phase === 'busy') slot.phase = 'idle';
         lastActivity = performance.now();
         // Answered on the cores: while the host keeps taking tasks and the role has a worker for

@@ -64,6 +64,18 @@ function autogroupOf(pid: number): string | undefined {
 }
 
 /**
+ * Sets a thread's nice value; a thread that has exited meanwhile is not an error. Node reports
+ * that as a SystemError whose own code is ERR_SYSTEM_ERROR: the errno is in `info`.
+ */
+export function setThreadNice(thread: number, nice: number): void {
+  try {
+    setPriority(thread, nice);
+  } catch (error) {
+    if ((error as { info?: { code?: string } }).info?.code !== 'ESRCH') throw error;
+  }
+}
+
+/**
  * Sets the nice value of every thread of a worker, and of its autogroup when that is its own
  * (not the host's). The main thread first: threads it starts afterwards inherit its value.
  * Threads that start while the list is walked are caught by walking it again. A worker that has
@@ -82,11 +94,7 @@ export function setWorkerNice(pid: number, nice: number): void {
     if (fresh.length === 0) break;
     for (const thread of fresh) {
       done.add(thread);
-      try {
-        setPriority(thread, nice);
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ESRCH') throw error;
-      }
+      setThreadNice(thread, nice);
     }
   }
   // Without CAP_SYS_ADMIN the kernel takes one autogroup change per 100 ms from the whole machine

@@ -1,6 +1,6 @@
 // `node bench/cold-hops.js [--workers N] [--idle-ms MS] [--node-flags="<flags>"]`: why a strict hop costs more
 // than a hot one. One `polish worker` host (the instant scripted model, one idle evaluate
-// worker), two ways in one run:
+// worker), in one run:
 // - fresh workers (--reuse 2): N workers (default 16), each sent its first task once it is ready
 //   and idle, then its second: the hop of each, and the page faults (minflt, /proc/<pid>/stat)
 //   the worker took during it; measured first and again last, when this process's dispatcher

@@ -328,21 +328,32 @@ describe('agent host', () => {
     {
       pool: 2,
       reuse: 1,
+      maxWorkers: 8,
       exitsAtLowPriority: true,
       lowered: [true],
-      why: 'its last task, another worker idle: lowered',
+      why: 'another worker idle: lowered',
     },
-    { pool: 2, reuse: 1, exitsAtLowPriority: false, lowered: [false], why: 'turned off' },
+    { pool: 2, reuse: 1, maxWorkers: 8, exitsAtLowPriority: false, lowered: [false], why: 'turned off' },
+    { pool: 1, reuse: 1, maxWorkers: 8, exitsAtLowPriority: true, lowered: [false], why: 'no idle worker left' },
     {
       pool: 1,
       reuse: 2,
+      maxWorkers: 1,
       exitsAtLowPriority: true,
       lowered: [false, false],
-      why: 'not its last task; then its last with no idle worker left (its place is wanted)',
+      why: 'not its last task; then its last, no idle worker left',
+    },
+    {
+      pool: 2,
+      reuse: 1,
+      maxWorkers: 2,
+      exitsAtLowPriority: true,
+      lowered: [false],
+      why: 'the host at its process limit',
     },
   ])(
-    'lowers a worker that answered its last task to the lowest priority for its exit only while its role has an idle worker: pool $pool, reuse $reuse, $why',
-    async ({ pool, reuse, exitsAtLowPriority, lowered: expected }) => {
+    'lowers a worker that answered its last task to the lowest priority for its exit only where its place is not wanted: pool $pool, reuse $reuse, max $maxWorkers, $why',
+    async ({ pool, reuse, maxWorkers, exitsAtLowPriority, lowered: expected }) => {
       const dispatcher = createNatsDispatcher({ connection: nats.connection });
       const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
       const two = join(mkdtempSync(join(tmpdir(), 'polish-exit-nice-')), 'two.json');
@@ -352,17 +363,27 @@ describe('agent host', () => {
         roles: ['evaluate'],
         pool,
         reuse,
+        maxWorkers,
         exitsAtLowPriority,
+        // The successor waits for the answer however long it takes: no worker of the role turns idle before it.
+        successorGraceMs: 60_000,
         model: { provider: 'scripted', script: two },
       });
       // Read when it happens: the host has not reaped the worker yet (it is alive, or a zombie
-      // whose /proc entry still says its nice value).
-      const events: { pid: number; nice: number; threads: number[] }[] = [];
+      // whose /proc entry still says its nice value); 'gone' should it ever be (a failure, not a crash).
+      const threadsOf = (pid: number): number[] | 'gone' => {
+        try {
+          return nices(pid).threads;
+        } catch {
+          return 'gone';
+        }
+      };
+      const events: { pid: number; nice: number; threads: number[] | 'gone' }[] = [];
       host.on('worker.priority', ({ pid, nice, why }) => {
-        if (why === 'exiting') events.push({ pid, nice, threads: nices(pid).threads });
+        if (why === 'exiting') events.push({ pid, nice, threads: threadsOf(pid) });
       });
-      const atDone: { pid: number; threads: number[] }[] = [];
-      host.on('task.done', ({ pid }) => atDone.push({ pid, threads: nices(pid).threads }));
+      const atDone: { pid: number; threads: number[] | 'gone' }[] = [];
+      host.on('task.done', ({ pid }) => atDone.push({ pid, threads: threadsOf(pid) }));
       try {
         await host.ready;
         const normal = getPriority();
@@ -372,17 +393,19 @@ describe('agent host', () => {
           const [reply] = await Promise.all([dispatcher.dispatch('evaluate', payload), done]);
           pids.push(reply.worker.pid);
         }
-        // One worker served them all (reuse 2: the host had no other).
+        // One worker served them all.
         expect(new Set(pids).size).toBe(1);
         expect(atDone.map(({ pid }) => pid)).toEqual(pids);
         // Every thread at the lowest priority when the host says the task is done, or all at the host's.
         expect(
           atDone.map(({ threads }) =>
-            threads.every((nice) => nice === RESERVE_NICE)
-              ? true
-              : threads.every((nice) => nice === normal)
-                ? false
-                : threads,
+            threads === 'gone'
+              ? threads
+              : threads.every((nice) => nice === RESERVE_NICE)
+                ? true
+                : threads.every((nice) => nice === normal)
+                  ? false
+                  : threads,
           ),
         ).toEqual(expected);
         expect(events).toEqual(

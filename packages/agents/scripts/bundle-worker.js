@@ -61,8 +61,12 @@ const lazyTls = [
 // Only par.command runs commands: their builtins (and the dozen modules they pull in, dgram,
 // readline, fs watchers) would otherwise be in every worker's heap, and a restore's time grows
 // with the heap. They load at the first call instead, after the restore. Their functions are
-// forwarded; a name that is not a function (a class, a constant) is not, and a bundle that
-// imports one fails to build.
+// forwarded, as plain functions: a name that is not one (a class, a constant) is not there, so
+// an ES import of it fails the build, but a property read (CommonJS, or of the default export)
+// gets undefined, and a forwarder has no util.promisify.custom (promisify(execFile) would resolve
+// with stdout alone). The worker's code calls spawn, spawnSync and fs/promises functions, and
+// tweetnacl reads crypto.randomBytes; the restore check below fails the build should one of
+// them load at build time after all.
 const DEFERRED = ['node:child_process', 'node:fs/promises', 'node:crypto'];
 function deferred(id) {
   const module = process.getBuiltinModule(id);
@@ -219,14 +223,15 @@ if (bytes.includes(checkout))
 // A restored process must arm its timers: Node keeps the time its next timer is due in the heap,
 // and a stale one from the build would leave a worker's timeouts and waits never firing
 // (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
-// says it could not.
+// says it could not; and says whether a deferred builtin (DEFERRED) was loaded at build time
+// after all, by a call during the build rather than a require in the script.
 const probe = spawnSync(process.execPath, ['--snapshot-blob', blob, 'polish-snapshot-probe'], {
   encoding: 'utf8',
   timeout: SNAPSHOT_BUILD_MS,
 });
 if (probe.status !== 0)
   throw new Error(
-    `a process restored from the worker snapshot does not arm its timers:\n${probe.stdout}${probe.stderr}`,
+    `a process restored from the worker snapshot failed its check (timers armed, deferred builtins not loaded):\n${probe.stdout}${probe.stderr}`,
   );
 mkdirSync(`${out}worker-snapshot`, { recursive: true });
 copyFileSync(blob, `${out}worker-snapshot/worker.blob`);

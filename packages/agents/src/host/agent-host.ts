@@ -91,8 +91,10 @@ export interface AgentHostOptions {
    * Lower a worker that has answered its last task to the lowest CPU priority (nice 19, and its
    * own autogroup where the host may renice it) for its drain and exit while its role still has
    * an idle worker for the next task, so that its teardown yields to the workers answering the
-   * next tasks (of a run). With tasks waiting and no idle worker it exits at full speed: its place
-   * is wanted. Lowering a priority needs no privilege. Default true, unless POLISH_WORKER_EXIT_NICE=0.
+   * next tasks (of a run). Where its place may be wanted (no idle worker of its role, tasks seen
+   * waiting in a queue, the host at `maxWorkers`, or stopping) it exits at full speed. Lowering a
+   * priority needs no privilege. Default false (measured, the gain is not settled: docs/benchmarks.md,
+   * "Exits at low priority"), unless POLISH_WORKER_EXIT_NICE=1.
    */
   exitsAtLowPriority?: boolean;
 }
@@ -319,7 +321,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const successorQuietMs = backgroundBoots ? 0 : (options.successorQuietMs ?? SUCCESSOR_QUIET_MS);
   const postponeMaxMs = Math.max(SUCCESSOR_POSTPONE_MAX_MS, successorQuietMs);
   const hugePages = options.hugePages ?? process.env.POLISH_WORKER_HUGEPAGES !== '0';
-  const exitsLow = options.exitsAtLowPriority ?? process.env.POLISH_WORKER_EXIT_NICE !== '0';
+  const exitsLow = options.exitsAtLowPriority ?? process.env.POLISH_WORKER_EXIT_NICE === '1';
   // Found once, at the first restored worker (it reads the process report and /sys).
   let tunables: NodeJS.ProcessEnv | undefined;
   const restoreTunables = (environment: NodeJS.ProcessEnv) =>
@@ -595,9 +597,14 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
         slot.held = undefined;
         // Its last task answered, the worker only drains and exits, freeing a heap of tens of MB:
         // while its role has an idle worker for the next task (a run goes on), that must not take
-        // the cores from the next answer. With tasks waiting and no idle worker, its place is
-        // wanted: it exits at full speed. Not reaped yet (no exit code): the pid is still its own.
-        const lowered = exitsLow && slot.tasksTaken >= reuse && !awaited(role);
+        // the cores from the next answer. Where its place may be wanted (no idle worker of its
+        // role, tasks seen waiting in any queue, the host at its process limit, or stopping) it
+        // exits at full speed: a lowered process gets a core only when nothing else wants one.
+        // Decided now, never revisited (raising it back would need a privilege). Not reaped yet
+        // (no exit code): the pid is still its own.
+        const placeWanted =
+          stopping || awaited(role) || slots.size >= maxWorkers || [...queued.values()].some((waiting) => waiting > 0);
+        const lowered = exitsLow && slot.tasksTaken >= reuse && !placeWanted;
         if (lowered && child.exitCode === null && child.signalCode === null) {
           setWorkerNice(pid, RESERVE_NICE);
           host.emit('worker.priority', { pid, role, nice: RESERVE_NICE, why: 'exiting' });

@@ -53,13 +53,31 @@ parseScriptFile('{"name":"warm-up","evaluate":[{"answer":{"scores":[]}}]}', 'war
  */
 const SNAPSHOT_PROBE_ARG = 'polish-snapshot-probe';
 
-/** Exits 0 if a timer set now is armed in the event loop (libuv's timer is active), 3 if not. */
-function probeTimers(): never {
+/** Builtins the build leaves out of the heap (scripts/bundle-worker.js loads them at first use). */
+const DEFERRED_BUILTINS = ['child_process', 'crypto', 'fs/promises'];
+
+/**
+ * Exits 0 if a timer set now is armed in the event loop (libuv's timer is active) and none of
+ * the deferred builtins was loaded at build time (process.moduleLoadList comes from the heap); 3
+ * if the timer is not armed, 4 if such a builtin is in the heap.
+ */
+function probeSnapshot(): never {
   setTimeout(() => undefined, 2 ** 31 - 1);
   const { libuv } = process.report.getReport() as { libuv: { type: string; is_active: boolean }[] };
   const armed = libuv.some((handle) => handle.type === 'timer' && handle.is_active);
-  process.stdout.write(armed ? 'timers armed\n' : 'a timer set after the restore is not armed\n');
-  process.exit(armed ? 0 : 3);
+  if (!armed) {
+    process.stdout.write('a timer set after the restore is not armed\n');
+    process.exit(3);
+  }
+  // Node's list of the modules it has loaded, not in its typings.
+  const { moduleLoadList } = process as unknown as { moduleLoadList: string[] };
+  const loaded = DEFERRED_BUILTINS.filter((id) => moduleLoadList.includes(`NativeModule ${id}`));
+  if (loaded.length > 0) {
+    process.stdout.write(`loaded at build time, so in every worker's heap: ${loaded.join(', ')}\n`);
+    process.exit(4);
+  }
+  process.stdout.write('timers armed, deferred builtins not loaded\n');
+  process.exit(0);
 }
 
 // The build's command line would stay in the heap, and the blob ships in the package: its node's
@@ -71,7 +89,7 @@ startupSnapshot.addSerializeCallback(() => {
 });
 
 startupSnapshot.setDeserializeMainFunction(() => {
-  if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeTimers();
+  if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeSnapshot();
   const entryAt = performance.timeOrigin + performance.now();
   enableCompileCache();
   if (!natsClient) throw new Error('the worker snapshot was built without its NATS client');

@@ -149,7 +149,8 @@ export async function workerCommand(flags: WorkerFlags): Promise<number> {
   host.on('worker.ready', ({ pid, role, bootMs, steps }) =>
     log(`worker ${pid} (${role}) ready in ${Math.round(bootMs)} ms${steps ? `: ${describeBoot(steps)}` : ''}`),
   );
-  // A raise at ready goes without saying (the "ready in" line follows); the others are news.
+  // A raise at ready goes without saying (the "ready in" line follows), and so does lowering a
+  // worker that has answered its last task (every strict task; its "exited" line follows); the others are news.
   host.on('worker.priority', ({ pid, role, nice, why }) => {
     if (why === 'reserve') log(`worker ${pid} (${role}) boots in the background: nice ${nice}`);
     else if (why === 'awaited') log(`worker ${pid} (${role}) raised to nice ${nice}: a task waits for it`);

@@ -225,7 +225,7 @@ if (bytes.includes(checkout))
 // (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
 // says it could not; and says whether a deferred builtin (DEFERRED) was loaded at build time
 // after all, by a call during the build rather than a require in the script.
-const probe = spawnSync(process.execPath, ['--snapshot-blob', blob, 'polish-snapshot-probe'], {
+const probe = spawnSync(process.execPath, ['--snapshot-blob', blob, 'polish-snapshot-probe', ...DEFERRED], {
   encoding: 'utf8',
   timeout: SNAPSHOT_BUILD_MS,
 });

@@ -53,15 +53,13 @@ parseScriptFile('{"name":"warm-up","evaluate":[{"answer":{"scores":[]}}]}', 'war
  */
 const SNAPSHOT_PROBE_ARG = 'polish-snapshot-probe';
 
-/** Builtins the build leaves out of the heap (scripts/bundle-worker.js loads them at first use). */
-const DEFERRED_BUILTINS = ['child_process', 'crypto', 'fs/promises'];
-
 /**
  * Exits 0 if a timer set now is armed in the event loop (libuv's timer is active) and none of
- * the deferred builtins was loaded at build time (process.moduleLoadList comes from the heap); 3
+ * `deferred`, the builtins the build leaves out of the heap (`node:child_process`, …, named after
+ * the probe argument), was loaded at build time (process.moduleLoadList comes from the heap); 3
  * if the timer is not armed, 4 if such a builtin is in the heap.
  */
-function probeSnapshot(): never {
+function probeSnapshot(deferred: string[]): never {
   setTimeout(() => undefined, 2 ** 31 - 1);
   const { libuv } = process.report.getReport() as { libuv: { type: string; is_active: boolean }[] };
   const armed = libuv.some((handle) => handle.type === 'timer' && handle.is_active);
@@ -71,7 +69,7 @@ function probeSnapshot(): never {
   }
   // Node's list of the modules it has loaded, not in its typings.
   const { moduleLoadList } = process as unknown as { moduleLoadList: string[] };
-  const loaded = DEFERRED_BUILTINS.filter((id) => moduleLoadList.includes(`NativeModule ${id}`));
+  const loaded = deferred.filter((id) => moduleLoadList.includes(`NativeModule ${id.replace(/^node:/, '')}`));
   if (loaded.length > 0) {
     process.stdout.write(`loaded at build time, so in every worker's heap: ${loaded.join(', ')}\n`);
     process.exit(4);
@@ -89,7 +87,7 @@ startupSnapshot.addSerializeCallback(() => {
 });
 
 startupSnapshot.setDeserializeMainFunction(() => {
-  if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeSnapshot();
+  if (process.argv[1] === SNAPSHOT_PROBE_ARG) probeSnapshot(process.argv.slice(2));
   const entryAt = performance.timeOrigin + performance.now();
   enableCompileCache();
   if (!natsClient) throw new Error('the worker snapshot was built without its NATS client');

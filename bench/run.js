@@ -1,6 +1,7 @@
 // `pnpm bench`: measures the NATS worker runtime in one run and writes docs/benchmarks.md.
 // Every figure is measured here, now; ratios compare figures from this same run.
 import { fork, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -192,15 +193,18 @@ try {
   const bareNode = [];
   const bareCpu = [];
   for (let index = 0; index < 10; index += 1) {
+    let floorChild;
     floors.push(
       await timeIt(
         () =>
           new Promise((resolve) => {
-            const child = fork(floorEntry, [], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
-            child.once('message', resolve);
+            floorChild = fork(floorEntry, [], { stdio: ['ignore', 'ignore', 'ignore', 'ipc'] });
+            floorChild.once('message', resolve);
           }),
       ),
     );
+    // That child gone and waited for first: its CPU would otherwise count as the next one's.
+    if (floorChild.exitCode === null && floorChild.signalCode === null) await once(floorChild, 'exit');
     // Its CPU: what this process's waited-for children gained (the child is waited for before 'exit').
     const cpuBefore = waitedChildrenCpuMs(process.pid);
     bareNode.push(

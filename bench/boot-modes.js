@@ -3,30 +3,19 @@
 // while the next worker answers), with --background-boots and without (the default), in turns:
 // rounds of 20 hops each way, the order reversed every other round. It prints the figures and
 // writes nothing; docs/benchmarks.md quotes what it printed.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
+import { artifact, criteria, quantile, writeInstantScript } from './instant-model.js';
 
 const samples = Number(process.argv[2] ?? 200);
-const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-boot-modes-'));
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const script = join(scratch, 'instant.json');
-const scores = criteria.map((criterion) => ({
-  criterion_id: criterion.id,
-  pass: true,
-  evidence: '100 requests per minute',
-}));
-writeFileSync(script, JSON.stringify({ name: 'bench-instant', evaluate: [{ answer: { scores } }] }));
+const script = writeInstantScript(scratch, 'passing');
 const payload = { artifact, criteria };
-const quantile = (values, q) =>
-  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
 
 const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });

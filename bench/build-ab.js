@@ -7,14 +7,14 @@
 // 50 tasks back to back to one worker that serves them all (hot hops, no boots).
 // To compare with an older commit: `git worktree add /tmp/old <rev> && cd /tmp/old && pnpm
 // install --frozen-lockfile && pnpm build`, then `node bench/build-ab.js 6 /tmp/old .`.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { connect } from '@nats-io/transport-node';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
+import { artifact, criteria, median, writeInstantScript } from './instant-model.js';
 
 const reuse = process.argv.includes('--reuse');
 const [rounds, ...checkouts] = process.argv.slice(2).filter((arg) => arg !== '--reuse');
@@ -22,18 +22,8 @@ if (!Number(rounds) || checkouts.length === 0) {
   process.stderr.write('usage: node bench/build-ab.js [--reuse] <rounds> <checkout> [<checkout> …]\n');
   process.exit(2);
 }
-const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-build-ab-'));
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const script = join(scratch, 'instant.json');
-const scores = criteria.map((criterion) => ({
-  criterion_id: criterion.id,
-  pass: true,
-  evidence: '100 requests per minute',
-}));
-writeFileSync(script, JSON.stringify({ name: 'bench-instant', evaluate: [{ answer: { scores } }] }));
-const median = (values) => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)];
+const script = writeInstantScript(scratch, 'passing');
 
 const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });

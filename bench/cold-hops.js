@@ -10,7 +10,7 @@
 // The host may run one worker at a time (--max-workers 1), so no boot runs beside a hop.
 // --node-flags passes Node/V8 options to the host, which its workers inherit. Prints medians.
 // See bench/notes.md ("What bounds the missed targets").
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
@@ -18,6 +18,7 @@ import { connect } from '@nats-io/transport-node';
 import { startNatsServer } from '@polish/cli';
 import { createNatsDispatcher } from '@polish/orchestrator';
 import { startHostProcess } from './host-process.js';
+import { artifact, criteria, median, writeInstantScript } from './instant-model.js';
 
 const { values } = parseArgs({
   options: {
@@ -33,14 +34,8 @@ if (!Number.isInteger(WORKERS) || WORKERS < 1 || !(IDLE_MS >= 0)) {
   process.exit(2);
 }
 const nodeFlags = values['node-flags'].split(' ').filter(Boolean);
-const REPO = new URL('../', import.meta.url).pathname;
 const scratch = mkdtempSync(join(tmpdir(), 'polish-cold-hops-'));
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const script = join(scratch, 'instant.json');
-const scores = criteria.map(({ id }) => ({ criterion_id: id, pass: true, evidence: '100 requests per minute' }));
-writeFileSync(script, JSON.stringify({ name: 'bench-instant', evaluate: [{ answer: { scores } }] }));
-const median = (list) => [...list].sort((a, b) => a - b)[list.length >> 1];
+const script = writeInstantScript(scratch, 'passing');
 /** Minor page faults a process has taken so far. */
 const faults = (pid) => Number(readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ')[7]);
 

@@ -10,7 +10,7 @@
 // runs (7 waves, cap 4, each wave a fresh worker from a full pool of 4, 7 replacements booting
 // during or after the run), and 40 tasks sent at once to a pool of 2 (tasks a second, and CPU a
 // task of the host and its workers). Prints medians. See bench/notes.md.
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { connect } from '@nats-io/transport-node';
@@ -18,6 +18,7 @@ import { startNatsServer } from '@polish/cli';
 import { createNatsDispatcher, startPolish } from '@polish/orchestrator';
 import { startHostProcess } from './host-process.js';
 import { treeCpuMs } from './cpu.js';
+import { artifact, criteria, goal, median, writeInstantScript } from './instant-model.js';
 
 const COMPARISONS = {
   'huge-pages': {
@@ -46,31 +47,14 @@ if (!ways) {
 const roundsAt = process.argv.indexOf('--rounds');
 const ROUNDS = roundsAt > 0 ? Number(process.argv[roundsAt + 1]) : 8;
 const background = process.argv.includes('--background-boots') ? ['--background-boots'] : [];
-const REPO = new URL('../', import.meta.url).pathname;
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8')).slice(0, 3);
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
 const scratch = mkdtempSync(join(tmpdir(), 'polish-host-ab-'));
-const script = join(scratch, 'instant.json');
 // Never converges: 4 evaluations and 3 revisions.
-const scores = criteria.map(({ id }, index) =>
-  index < 2
-    ? { criterion_id: id, pass: true, evidence: '100 requests per minute' }
-    : { criterion_id: id, pass: false, gap: 'Say how long to wait before retrying.' },
-);
-writeFileSync(
-  script,
-  JSON.stringify({
-    name: 'instant',
-    evaluate: [{ answer: { scores } }],
-    revise: [{ answer: { artifact: `${artifact}\nA request over the limit gets 429.\n` } }],
-  }),
-);
-const spec = { artifact, goal: 'Document the API rate limiter.', criteria, cap: 4 };
+const script = writeInstantScript(scratch, 'never-converges');
+const spec = { artifact, goal, criteria, cap: 4 };
 const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });
 const dispatcher = createNatsDispatcher({ connection, workerWaitMs: 60_000 });
 const rssMb = (pid) => Number(/^Rss:\s+(\d+)/m.exec(readFileSync(`/proc/${pid}/smaps_rollup`, 'utf8'))?.[1]) / 1024;
-const median = (list) => [...list].sort((a, b) => a - b)[list.length >> 1];
 const seen = new Map(Object.keys(ways).map((way) => [way, { rss: [], boot: [], run: [], perSecond: [], cpu: [] }]));
 const TASKS = 40;
 try {

@@ -15,46 +15,21 @@ import { startHostProcess } from './host-process.js';
 import { measureWayIn } from './way-in.js';
 import { measureReviseCost } from './revise-cost.js';
 import { ownCpuMs, treeCpuMs, waitedChildrenCpuMs } from './cpu.js';
+import { artifact, criteria, goal, median, quantile, writeInstantScript } from './instant-model.js';
 
 const QUICK = process.argv.includes('--quick');
 // The machine's other load changes the wall figures: the page says what it was.
 const loadAtStart = loadavg()[0];
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-bench-'));
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const goal = 'Document the API rate limiter.';
 
 // An instant scripted model that never converges: 4 evaluations and 3 revisions with cap 4.
-const scriptPath = join(scratch, 'instant.json');
-writeFileSync(
-  scriptPath,
-  JSON.stringify({
-    name: 'bench-instant',
-    evaluate: [
-      {
-        answer: {
-          scores: [
-            { criterion_id: 'C1', pass: true, evidence: '100 requests per minute' },
-            { criterion_id: 'C2', pass: true, evidence: '100 requests per minute' },
-            { criterion_id: 'C3', pass: false, gap: 'Say how long to wait before retrying.' },
-          ],
-        },
-      },
-    ],
-    revise: [{ answer: { artifact: `${artifact}\nA request over the limit gets 429.\n` } }],
-  }),
-);
+const scriptPath = writeInstantScript(scratch, 'never-converges');
 const scriptedModel = createScriptedProvider(loadScriptFile(scriptPath));
 const spec = { artifact, goal, criteria, cap: 4 };
 const evaluatePayload = { artifact, criteria };
 
 const log = (line) => process.stderr.write(`${line}\n`);
-const quantile = (values, q) => {
-  const sorted = [...values].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-};
-const median = (values) => quantile(values, 0.5);
 const ms = (value) => `${value.toFixed(value < 10 ? 2 : 1)} ms`;
 
 async function timeIt(action) {

@@ -14,16 +14,13 @@ import { connect } from '@nats-io/transport-node';
 import { createNatsDispatcher, openTaskQueue, startPolish } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
+import { artifact, criteria, goal, quantile, writeInstantScript } from './instant-model.js';
 
 const QUICK = process.argv.includes('--quick');
 const REPO = fileURLToPath(new URL('../', import.meta.url));
 const scratch = mkdtempSync(join(tmpdir(), 'polish-scale-'));
-const criteria = JSON.parse(readFileSync(`${REPO}examples/demo/criteria.json`, 'utf8'));
-const artifact = readFileSync(`${REPO}examples/demo/artifact.md`, 'utf8');
-const spec = { artifact, goal: 'Document the API rate limiter.', criteria, cap: 4 };
+const spec = { artifact, goal, criteria, cap: 4 };
 const log = (line) => process.stderr.write(`${line}\n`);
-const quantile = (values, q) =>
-  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(q * values.length))];
 const ms = (value) => `${value.toFixed(value < 10 ? 2 : 0)} ms`;
 const mb = (bytes) => `${(bytes / 1024 / 1024).toFixed(0)} MB`;
 const gc = () => globalThis.gc?.();
@@ -32,26 +29,7 @@ const until = async (check, everyMs = 100) => {
 };
 
 // The instant scripted model of bench/run.js: never converges, so every run is 7 waves (cap 4).
-const script = join(scratch, 'instant.json');
-writeFileSync(
-  script,
-  JSON.stringify({
-    name: 'bench-instant',
-    evaluate: [
-      {
-        answer: {
-          scores: [
-            { criterion_id: 'C1', pass: true, evidence: '100 requests per minute' },
-            { criterion_id: 'C2', pass: true, evidence: '100 requests per minute' },
-            { criterion_id: 'C3', pass: false, gap: 'Say how long to wait.' },
-          ],
-        },
-      },
-    ],
-    revise: [{ answer: { artifact: `${artifact}\nA request over the limit gets 429.\n` } }],
-  }),
-);
-
+const script = writeInstantScript(scratch, 'never-converges');
 /** RSS of a process and all its descendants (a host and its workers), from /proc. */
 function treeRss(rootPid) {
   const children = new Map();

@@ -4,7 +4,9 @@
 // with one idle evaluate worker of the instant scripted model, and sends it 10 strict tasks one
 // at a time, each once a worker is ready: 10 boots and 10 hops a round. It prints, per checkout,
 // the median ready time, hop and boot steps, and writes nothing. With --reuse, each round sends
-// 50 tasks back to back to one worker that serves them all (hot hops, no boots).
+// 50 tasks back to back to one worker that serves them all (hot hops, no boots). With
+// --anthropic, the workers use the Anthropic provider (its real SDK) against a local fake
+// Messages API that answers at once (test/support/fake-model-server.ts) instead of the script.
 // To compare with an older commit: `git worktree add /tmp/old <rev> && cd /tmp/old && pnpm
 // install --frozen-lockfile && pnpm build`, then `node bench/build-ab.js 6 /tmp/old .`.
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -15,15 +17,27 @@ import { createNatsDispatcher } from '@polish/orchestrator';
 import { startNatsServer } from '@polish/cli';
 import { startHostProcess } from './host-process.js';
 import { artifact, criteria, median, writeInstantScript } from './instant-model.js';
+// Node 24 loads these TypeScript files as they are (type stripping): one fake server for tests and bench.
+import { startFakeModelServer } from '../test/support/fake-model-server.ts';
+import { anthropicDialect } from '../test/support/fake-anthropic.ts';
 
+const FLAGS = ['--reuse', '--anthropic'];
 const reuse = process.argv.includes('--reuse');
-const [rounds, ...checkouts] = process.argv.slice(2).filter((arg) => arg !== '--reuse');
+const anthropic = process.argv.includes('--anthropic');
+const [rounds, ...checkouts] = process.argv.slice(2).filter((arg) => !FLAGS.includes(arg));
 if (!Number(rounds) || checkouts.length === 0) {
-  process.stderr.write('usage: node bench/build-ab.js [--reuse] <rounds> <checkout> [<checkout> …]\n');
+  process.stderr.write('usage: node bench/build-ab.js [--reuse] [--anthropic] <rounds> <checkout> [<checkout> …]\n');
   process.exit(2);
 }
 const scratch = mkdtempSync(join(tmpdir(), 'polish-build-ab-'));
 const script = writeInstantScript(scratch, 'passing');
+const scores = criteria.map(({ id }) => ({ criterion_id: id, pass: true, evidence: '100 requests per minute' }));
+const modelServer = anthropic
+  ? await startFakeModelServer(anthropicDialect, () => ({ answer: { scores } }))
+  : undefined;
+// The host passes its environment on to its workers: the key the provider wants.
+if (modelServer) process.env.ANTHROPIC_API_KEY = 'sk-ant-bench';
+const model = modelServer ? { flags: ['--model', `anthropic:claude-bench@${modelServer.url}`] } : { script };
 
 const server = await startNatsServer({ storeDir: join(scratch, 'nats') });
 const connection = await connect({ servers: server.url });
@@ -37,7 +51,7 @@ try {
         natsUrl: server.url,
         roles: ['evaluate'],
         pool: 1,
-        script,
+        ...model,
         polish,
         ...(reuse ? { reuse: 100_000 } : {}),
       });
@@ -64,5 +78,6 @@ try {
 } finally {
   await connection.close();
   await server.stop();
+  await modelServer?.stop();
   rmSync(scratch, { recursive: true, force: true });
 }

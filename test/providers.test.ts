@@ -1,3 +1,5 @@
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createAnthropicProvider } from '@polish/agents/anthropic';
 import { createOpenAICompatibleProvider } from '@polish/agents/openai';
@@ -271,5 +273,30 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
       'json_schema',
       'json_object',
     ]);
+  });
+});
+
+describe('SDK providers at boot', () => {
+  it("load Node's fetch in warmUp, before any call, and send nothing", async () => {
+    const server = await fakeAnthropic();
+    const dist = new URL('../packages/agents/dist/providers/', import.meta.url).href;
+    // A fresh process: this one has loaded fetch long ago.
+    const code = [
+      `const { createAnthropicProvider } = await import('${dist}anthropic-provider.js');`,
+      `const { createOpenAICompatibleProvider } = await import('${dist}openai-provider.js');`,
+      "const fetchLoaded = () => process.moduleLoadList.some((name) => name.includes('undici'));",
+      'const seen = [];',
+      `for (const make of [createAnthropicProvider, createOpenAICompatibleProvider]) {`,
+      `  const provider = make({ model: 'warm-test', apiKey: 'sk-warm', baseURL: '${server.url}' });`,
+      '  seen.push(fetchLoaded());',
+      '  provider.warmUp();',
+      '  seen.push(fetchLoaded());',
+      '}',
+      'console.log(JSON.stringify(seen));',
+    ].join('\n');
+    const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', code]);
+    // Not loaded by making the provider; loaded by its warm-up (and so still loaded for the second).
+    expect(JSON.parse(stdout)).toEqual([false, true, true, true]);
+    expect(server.requests).toHaveLength(0);
   });
 });

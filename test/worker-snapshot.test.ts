@@ -2,23 +2,28 @@
 // package: nothing of the machine that built it may be in it. The build checks its environment
 // with a canary (scripts/bundle-worker.js); this checks where it was built.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { REPO } from './support/cli.js';
 
 const blob = `${REPO}packages/agents/dist/worker-snapshot/worker.blob`;
 
 describe('worker startup snapshot', () => {
-  it('does not name the folder it was built in', () => {
+  it('does not name the folder it was built in, nor do the SDKs beside it', () => {
     // V8 keeps the name of the snapshot's script (for stack traces) and Node the builder's command
     // line (its node's path, the blob's path, argv0): built inside the checkout, or by a node
     // under it, they put the builder's path (/home/<user>/…) in every installed copy.
     const checkout = REPO.replace(/\/$/, '');
-    const bytes = readFileSync(blob);
-    const at = bytes.indexOf(checkout);
-    expect(at, at < 0 ? '' : bytes.subarray(at, at + 120).toString('latin1')).toBe(-1);
+    // The SDKs that restored workers require after the restore ship beside it, built with it.
+    const sdks = readdirSync(dirname(blob)).filter((name) => /^sdk-.+\.cjs$/.test(name));
+    expect(sdks.sort()).toEqual(['sdk-anthropic-ai.cjs', 'sdk-openai.cjs']);
+    for (const file of [blob, ...sdks.map((name) => join(dirname(blob), name))]) {
+      const bytes = readFileSync(file);
+      const at = bytes.indexOf(checkout);
+      expect(at, at < 0 ? '' : `${file}: ${bytes.subarray(at, at + 120).toString('latin1')}`).toBe(-1);
+    }
   });
 });
 

@@ -43,9 +43,8 @@ await build({
 
 // What a snapshot cannot hold, or what a restored process (which has no dynamic import()) could
 // not load later, is replaced by a module that says so: the host forks the snapshot only for
-// workers that need none of it (agent-host.ts, workerLaunch). A snapshot per provider SDK was
-// tried and measured: no faster than the bundle, and 20 MB more to install (docs/benchmarks.md).
-const NOT_IN_SNAPSHOT = /[\\/]dist[\\/](providers[\\/](anthropic|openai)-provider|telemetry-sdk)\.js$/;
+// workers that need none of it (agent-host.ts, workerLaunch).
+const NOT_IN_SNAPSHOT = /[\\/]dist[\\/]telemetry-sdk\.js$/;
 // node:tls cannot be in a snapshot (the builder fails on it), but the NATS client needs it only
 // to open a TLS connection: the client's `node:tls` is a stand-in that loads the real module at
 // its first use, which is after the restore.
@@ -78,7 +77,44 @@ function deferred(id) {
     `export default { ${names.join(', ')} };`,
   ].join('\n');
 }
+// The model SDKs are not in the snapshot (each would add megabytes to every worker's heap, where
+// most workers use one SDK or none), and a restored process has no dynamic import(): the
+// providers' own code is in the snapshot, and the SDK it constructs is a stand-in that requires
+// the installed package (its CommonJS build) at the first client, after the restore. A restored
+// worker's script argument is the bundled entry (agent-host.ts), so the package resolves from
+// beside it, as it does for the bundle.
+const SDKS = ['@anthropic-ai/sdk', 'openai'];
+const sdkFile = (id) => `sdk-${id.replace(/^@|\/.*$/g, '').replace(/[^a-z]/g, '-')}.cjs`;
+const sdkAfterRestore = (id) =>
+  [
+    "import { createRequire } from 'node:module';",
+    "import { isAbsolute } from 'node:path';",
+    'let sdk;',
+    'const load = () => {',
+    '  const from = process.argv[1];',
+    '  if (!from || !isAbsolute(from))',
+    `    throw new Error('${id} loads from beside the worker bundle: start a restored worker with the bundled entry as its script');`,
+    `  return (sdk ??= createRequire(from)('../worker-snapshot/${sdkFile(id)}').default);`,
+    '};',
+    // Called with new: a constructor that returns an object makes that object the result.
+    'export default function Client(...args) { return new (load())(...args); }',
+  ].join('\n');
+// In the snapshot the providers' modules are static imports: their SDKs are the stand-ins above,
+// so nothing heavy loads early. A dynamic import would make the bundler wrap every module they
+// share with the rest (the protocol, zod) in a lazy initialiser: half a megabyte more heap to
+// restore in every worker. The build fails if the import it rewrites is not there.
+const MODEL_SETTINGS = /[\\/]dist[\\/]providers[\\/]model-settings\.js$/;
+const PROVIDER_MODULES = ['./anthropic-provider.js', './openai-provider.js'];
+function staticProviders(code) {
+  return PROVIDER_MODULES.reduce((source, specifier, index) => {
+    const dynamic = `import('${specifier}')`;
+    if (!source.includes(dynamic))
+      throw new Error(`model-settings.js no longer has ${dynamic} for the snapshot to make static`);
+    return `import * as provider${index} from '${specifier}';\n${source.replaceAll(dynamic, `Promise.resolve(provider${index})`)}`;
+  }, code);
+}
 const lazyModule = (id) => {
+  if (SDKS.includes(id)) return sdkAfterRestore(id);
   const name = id.startsWith('node:') ? id : `node:${id}`;
   if (name === 'node:tls') return lazyTls;
   return DEFERRED.includes(name) ? deferred(name) : undefined;
@@ -100,11 +136,15 @@ await build({
       load: (id) => (id.startsWith(LAZY) ? lazyModule(id.slice(LAZY.length)) : null),
     },
     {
+      name: 'static-providers',
+      transform: (code, id) => (MODEL_SETTINGS.test(id) ? staticProviders(code) : null),
+    },
+    {
       name: 'not-in-snapshot',
       load: (id) =>
         NOT_IN_SNAPSHOT.test(id)
           ? `const fail = () => { throw new Error('${id.split(/[\\/]/).at(-1)} is not in the worker snapshot'); };\n` +
-            'export { fail as loadNatsClient, fail as createAnthropicProvider, fail as createOpenAICompatibleProvider, fail as startSdk };'
+            'export { fail as startSdk };'
           : null,
     },
   ],
@@ -241,3 +281,19 @@ rmSync(scratch, { recursive: true, force: true });
 // before using it (an installed package may run elsewhere than where it was built).
 const builtFor = { node: process.version, platform: process.platform, arch: process.arch };
 writeFileSync(`${out}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);
+// Each SDK as one CommonJS file beside the blob, for restored workers to require after the
+// restore (the stand-ins above): one file to compile, not the package's hundreds.
+for (const id of SDKS)
+  await build({
+    // Its ES build, which the bundler can shake (the CommonJS one is half again as large).
+    input: fileURLToPath(import.meta.resolve(id)),
+    platform: 'node',
+    logLevel: 'warn',
+    output: {
+      file: `${out}worker-snapshot/${sdkFile(id)}`,
+      format: 'cjs',
+      exports: 'named',
+      minify: true,
+      codeSplitting: false,
+    },
+  });

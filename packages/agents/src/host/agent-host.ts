@@ -264,20 +264,18 @@ export function hugePageTunables(environment: NodeJS.ProcessEnv): NodeJS.Process
 /**
  * How to start a worker: from the build's startup snapshot when there is one for this very Node,
  * platform and architecture (a blob starts only what built it) and the worker needs nothing that
- * a restored process cannot load later (a model SDK, the tracing SDK: it has no dynamic
- * import()); else the bundled entry (it boots faster than the plain modules); else the plain
- * module.
+ * a restored process cannot load later (the tracing SDK: it has no dynamic import(); a model
+ * SDK it requires, from beside the bundled entry it names); else the bundled entry (it boots
+ * faster than the plain modules); else the plain module.
  */
 function workerLaunch(
-  model: ModelSettings,
   environment: NodeJS.ProcessEnv,
   snapshot: boolean,
   tunables: () => NodeJS.ProcessEnv,
 ): WorkerLaunch {
   const blob = dist('worker-snapshot/worker.blob');
   const bundled = dist('worker-bundle/worker-entry.mjs');
-  const pure = model.provider === 'scripted' || model.provider === 'none';
-  if (snapshot && pure && !telemetryConfigured(environment) && existsSync(blob)) {
+  if (snapshot && !telemetryConfigured(environment) && existsSync(blob)) {
     const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as Record<string, string>;
     // A restored process runs the snapshot's main, not its script argument: the bundled entry
     // only names what the process is in `ps`.
@@ -502,9 +500,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...workerEnvironment({ ...process.env, ...options.env }),
       [WORKER_CONFIG_ENV]: JSON.stringify(config),
     };
-    const launch = workerLaunch(config.model, environment, options.snapshot ?? true, () =>
-      restoreTunables(environment),
-    );
+    const launch = workerLaunch(environment, options.snapshot ?? true, () => restoreTunables(environment));
     const started = performance.now();
     // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
     const spawnedAt = performance.timeOrigin + started;

@@ -2,7 +2,7 @@ import Anthropic from '@anthropic-ai/sdk';
 import type { Usage } from '@polish/protocol';
 import type { ModelMessage, ModelProvider, ModelRequest, ModelResponse } from './model-provider.js';
 import { modelError } from './provider-error.js';
-import { DEFAULT_MAX_TOKENS, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
+import { DEFAULT_MAX_TOKENS, loadFetch, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 
 /** Settings of the Anthropic provider. */
 export type AnthropicProviderOptions = SdkProviderOptions;
@@ -50,6 +50,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): Mode
   const client = new Anthropic(clientOptions);
   return {
     info: { provider: 'anthropic', model: options.model, scripted: false },
+    warmUp: loadFetch,
     async generate(request: ModelRequest): Promise<ModelResponse> {
       let message: Anthropic.Message;
       try {

@@ -53,4 +53,9 @@ export interface ModelProvider {
   /** How this model is asked to answer (see {@link AnswerStyle}); defaults when absent. */
   readonly answers?: AnswerStyle;
   generate(request: ModelRequest): Promise<ModelResponse>;
+  /**
+   * Loads now what the first call would otherwise load inside it, without calling the model; a
+   * worker calls it before it says it is ready, so a fresh process's first task does not pay it.
+   */
+  warmUp?(): void;
 }

@@ -2,7 +2,7 @@ import OpenAI from 'openai';
 import type { Usage } from '@polish/protocol';
 import { textOf, type ModelProvider, type ModelRequest, type ModelResponse } from './model-provider.js';
 import { modelError } from './provider-error.js';
-import { DEFAULT_MAX_TOKENS, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
+import { DEFAULT_MAX_TOKENS, loadFetch, sdkOptions, type SdkProviderOptions } from './sdk-options.js';
 import { displayUrl, providerLabel } from './display-url.js';
 
 /** Settings of the OpenAI-compatible provider. */
@@ -64,6 +64,7 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
 
   return {
     info: { provider: providerLabel(options.baseURL), model: options.model, scripted: false },
+    warmUp: loadFetch,
     async generate(request: ModelRequest): Promise<ModelResponse> {
       const context = { role: request.role, provider, ...(keyVariable ? { keyVariable } : {}), timeoutMs, maxRetries };
       let completion: OpenAI.ChatCompletion;

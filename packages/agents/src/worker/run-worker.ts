@@ -115,10 +115,13 @@ export async function runWorker(
   const connectMs = lap();
   // The role's queue is looked up while the warm-up task runs.
   const js = nats.jetstream(connection);
-  const [found] = await Promise.all([
+  const warming = Promise.all([
     openConsumer(js, config, stop, false),
     warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix),
   ]);
+  // The model's own warm-up (synchronous: loading code) runs while those wait on the server.
+  model.warmUp?.();
+  const [found] = await warming;
   const warmUpMs = lap();
   // Ready means pulling: where the queue exists, the first pull is at the server (flushed) before
   // the host hears "ready", so a task sent then is not left waiting for the worker to find its

@@ -277,7 +277,7 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
 });
 
 describe('SDK providers at boot', () => {
-  it("load Node's fetch in warmUp, before any call, and send nothing", async () => {
+  it("load Node's fetch in warmUp, before any call, without calling the model", async () => {
     const server = await fakeAnthropic();
     const dist = new URL('../packages/agents/dist/providers/', import.meta.url).href;
     // A fresh process: this one has loaded fetch long ago.
@@ -297,6 +297,7 @@ describe('SDK providers at boot', () => {
     const { stdout } = await promisify(execFile)(process.execPath, ['--input-type=module', '-e', code]);
     // Not loaded by making the provider; loaded by its warm-up (and so still loaded for the second).
     expect(JSON.parse(stdout)).toEqual([false, true, true, true]);
+    // The model's server, which both providers were given, heard nothing: a warm-up never calls it.
     expect(server.requests).toHaveLength(0);
   });
 });

@@ -4,11 +4,13 @@
 // import in telemetry.ts), loaded only when an OTLP endpoint is configured.
 //
 // Then a V8 startup snapshot of the worker (worker.blob): the same code as one CommonJS script,
-// run once by `node --build-snapshot`, so that a worker starts with its code already loaded.
+// run once by `node --build-snapshot`, so that a worker starts with its code already loaded;
+// the model SDKs are not in it but beside it (worker-snapshot/sdk/), CommonJS files that a
+// restored worker requires when it makes its model.
 import { build } from 'rolldown';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -77,24 +79,25 @@ function deferred(id) {
     `export default { ${names.join(', ')} };`,
   ].join('\n');
 }
-// The model SDKs are not in the snapshot (each would add megabytes to every worker's heap, where
-// most workers use one SDK or none), and a restored process has no dynamic import(): the
-// providers' own code is in the snapshot, and the SDK it constructs is a stand-in that requires
-// the installed package (its CommonJS build) at the first client, after the restore. A restored
-// worker's script argument is the bundled entry (agent-host.ts), so the package resolves from
-// beside it, as it does for the bundle.
-const SDKS = ['@anthropic-ai/sdk', 'openai'];
-const sdkFile = (id) => `sdk-${id.replace(/^@|\/.*$/g, '').replace(/[^a-z]/g, '-')}.cjs`;
+// The model SDKs are not in the snapshot (each would add its heap to every worker's restore,
+// where most workers use one SDK or none), and a restored process has no dynamic import() but
+// has require(): the providers' own code is in the snapshot, and the SDK it constructs is a
+// stand-in that requires the SDK's CommonJS build, written into sdk/ beside the blob below, at
+// the first client. The blob is found from the process's own --snapshot-blob.
+const SDKS = { '@anthropic-ai/sdk': 'anthropic', openai: 'openai' };
 const sdkAfterRestore = (id) =>
   [
     "import { createRequire } from 'node:module';",
-    "import { isAbsolute } from 'node:path';",
+    "import { dirname, join, resolve } from 'node:path';",
     'let sdk;',
     'const load = () => {',
-    '  const from = process.argv[1];',
-    '  if (!from || !isAbsolute(from))',
-    `    throw new Error('${id} loads from beside the worker bundle: start a restored worker with the bundled entry as its script');`,
-    `  return (sdk ??= createRequire(from)('../worker-snapshot/${sdkFile(id)}').default);`,
+    "  const at = process.execArgv.findIndex((arg) => arg === '--snapshot-blob' || arg.startsWith('--snapshot-blob='));",
+    "  const flag = process.execArgv[at] ?? '';",
+    "  const blob = flag.includes('=') ? flag.slice(flag.indexOf('=') + 1) : process.execArgv[at + 1];",
+    '  if (!blob)',
+    `    throw new Error('${id} is required from beside the worker snapshot, but this process names no --snapshot-blob');`,
+    `  const file = join(dirname(resolve(blob)), 'sdk', '${SDKS[id]}.cjs');`,
+    '  return (sdk ??= createRequire(file)(file).default);',
     '};',
     // Called with new: a constructor that returns an object makes that object the result.
     'export default function Client(...args) { return new (load())(...args); }',
@@ -105,7 +108,9 @@ const sdkAfterRestore = (id) =>
 // restore in every worker. The build fails if the import it rewrites is not there.
 const MODEL_SETTINGS = /[\\/]dist[\\/]providers[\\/]model-settings\.js$/;
 const PROVIDER_MODULES = ['./anthropic-provider.js', './openai-provider.js'];
+let providersMadeStatic = false;
 function staticProviders(code) {
+  providersMadeStatic = true;
   return PROVIDER_MODULES.reduce((source, specifier, index) => {
     const dynamic = `import('${specifier}')`;
     if (!source.includes(dynamic))
@@ -114,7 +119,7 @@ function staticProviders(code) {
   }, code);
 }
 const lazyModule = (id) => {
-  if (SDKS.includes(id)) return sdkAfterRestore(id);
+  if (id in SDKS) return sdkAfterRestore(id);
   const name = id.startsWith('node:') ? id : `node:${id}`;
   if (name === 'node:tls') return lazyTls;
   return DEFERRED.includes(name) ? deferred(name) : undefined;
@@ -154,7 +159,14 @@ await build({
 });
 // node:tls and the deferred builtins must load after the restore, never from the snapshot: the
 // script must not require them.
+if (!providersMadeStatic)
+  throw new Error("the snapshot build did not find model-settings.js to make its providers' imports static");
 const script = readFileSync(entry);
+// The SDKs stay out of the heap: a subpath import the stand-ins do not catch would bring one in.
+if (/x-stainless/i.test(script.toString('latin1')))
+  throw new Error(
+    "a model SDK is in the worker snapshot's script: import it by its package name, which the build replaces",
+  );
 for (const id of ['node:tls', ...DEFERRED]) {
   const bare = id.slice('node:'.length);
   const required = script.toString('latin1').match(new RegExp(`require\\((["'])(node:)?${bare}\\1\\)`));
@@ -273,6 +285,32 @@ if (probe.status !== 0)
   throw new Error(
     `a process restored from the worker snapshot failed its check (timers armed, deferred builtins not loaded):\n${probe.stdout}${probe.stderr}`,
   );
+// Each SDK as CommonJS beside the blob, for restored workers to require (the stand-ins above),
+// built from its ES build, which the bundler can shake. Its dynamic imports stay chunks that
+// load at their first use, as require() calls (the Anthropic SDK's Node built-ins: child
+// process, crypto, readline, worker threads, only for credentials files). Written before the
+// blob: a blob is never there without them.
+await build({
+  input: Object.fromEntries(Object.entries(SDKS).map(([id, name]) => [name, fileURLToPath(import.meta.resolve(id))])),
+  platform: 'node',
+  logLevel: 'warn',
+  output: {
+    dir: `${out}worker-snapshot/sdk`,
+    format: 'cjs',
+    exports: 'named',
+    minify: true,
+    charset: 'ascii',
+    entryFileNames: '[name].cjs',
+    chunkFileNames: '[name]-[hash].cjs',
+  },
+});
+for (const name of readdirSync(`${out}worker-snapshot/sdk`)) {
+  const at = readFileSync(`${out}worker-snapshot/sdk/${name}`).findIndex((byte) => byte > 0x7f);
+  if (at >= 0)
+    throw new Error(
+      `worker-snapshot/sdk/${name} is not all ASCII (at byte ${at}): V8 would hold its source at two bytes a character`,
+    );
+}
 mkdirSync(`${out}worker-snapshot`, { recursive: true });
 copyFileSync(blob, `${out}worker-snapshot/worker.blob`);
 // The script was only the snapshot's input: workers never read it.
@@ -281,19 +319,3 @@ rmSync(scratch, { recursive: true, force: true });
 // before using it (an installed package may run elsewhere than where it was built).
 const builtFor = { node: process.version, platform: process.platform, arch: process.arch };
 writeFileSync(`${out}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);
-// Each SDK as one CommonJS file beside the blob, for restored workers to require after the
-// restore (the stand-ins above): one file to compile, not the package's hundreds.
-for (const id of SDKS)
-  await build({
-    // Its ES build, which the bundler can shake (the CommonJS one is half again as large).
-    input: fileURLToPath(import.meta.resolve(id)),
-    platform: 'node',
-    logLevel: 'warn',
-    output: {
-      file: `${out}worker-snapshot/${sdkFile(id)}`,
-      format: 'cjs',
-      exports: 'named',
-      minify: true,
-      codeSplitting: false,
-    },
-  });

@@ -278,7 +278,7 @@ function workerLaunch(
   if (snapshot && !telemetryConfigured(environment) && existsSync(blob)) {
     const built = JSON.parse(readFileSync(dist('worker-snapshot/worker.blob.json'), 'utf8')) as Record<string, string>;
     // A restored process runs the snapshot's main, not its script argument: the bundled entry
-    // only names what the process is in `ps`.
+    // only names what the process is in `ps` (a model SDK is found beside the --snapshot-blob).
     if (built.node === process.version && built.platform === process.platform && built.arch === process.arch)
       return {
         modulePath: bundled,

@@ -120,7 +120,12 @@ export async function runWorker(
     warmUp(config.role, connection, nats.createInbox, config.auth?.inboxPrefix),
   ]);
   // The model's own warm-up (synchronous: loading code) runs while those wait on the server.
-  model.warmUp?.();
+  // Only a head start: should it fail, the first call loads the same and says so if it must.
+  try {
+    model.warmUp?.();
+  } catch {
+    // nothing to do
+  }
   const [found] = await warming;
   const warmUpMs = lap();
   // Ready means pulling: where the queue exists, the first pull is at the server (flushed) before

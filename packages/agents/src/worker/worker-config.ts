@@ -58,7 +58,8 @@ export type WorkerConfig = z.infer<typeof WorkerConfigSchema>;
  * What a worker measured of its own boot, in milliseconds: when its entry began to run (epoch
  * ms, `performance.timeOrigin + performance.now()`, so that its host can tell how long Node took
  * to get there), loading its code, loading the NATS client, then connecting (the model is made
- * meanwhile, from the start), the warm-up task and finding its queue (at once), sending its first pull, and the CPU
+ * meanwhile, from the start), the warm-up task, the model's own warm-up (an SDK's fetch) and finding its queue
+ * (at once), sending its first pull, and the CPU
  * time the process had used when it was ready.
  */
 export interface WorkerBoot {

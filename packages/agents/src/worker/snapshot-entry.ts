@@ -3,7 +3,7 @@
 // are loaded and built once, at build time, and every worker process starts from that heap
 // instead of loading them again. node:tls cannot be in a snapshot: the bundle gives the NATS
 // client a stand-in that loads it at the first TLS connection, after the restore. A restored
-// process has no dynamic import(): a model SDK is a stand-in that requires the SDK's one-file
+// process has no dynamic import(): a model SDK is a stand-in that requires the SDK's CommonJS
 // build beside the blob at its first client (scripts/bundle-worker.js), and the host uses the
 // snapshot only for workers without tracing (its SDK is an ES module graph); see workerLaunch in
 // agent-host.ts.

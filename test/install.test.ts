@@ -3,13 +3,17 @@
 // installed `polish` and the installed library API must then work from there alone.
 // One install serves every case (beforeAll); the whole file takes about a minute and a half.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { REPO } from './support/cli.js';
 import { startNats, type NatsFixture } from './support/nats.js';
 import { commandLineOf, watchProcess, type WatchedProcess } from './support/processes.js';
+import { startFakeModelServer } from './support/fake-model-server.js';
+import { anthropicDialect } from './support/fake-anthropic.js';
+import { fakeAnswer, roleOf } from './support/fake-llm.js';
+import { anthropicSystem, anthropicUser } from './support/sdk-requests.js';
 
 const PACKAGES = ['protocol', 'orchestrator', 'agents', 'inspector', 'cli'];
 
@@ -205,6 +209,45 @@ describe('polish installed from its tarballs with npm, outside the checkout', ()
     // The answers came from the installed `polish worker`'s processes.
     expect(worker.lines.some((line) => /^worker \d+ \(evaluate\) started/.test(line))).toBe(true);
     await stopGroup(worker.child);
+  }, 180_000);
+
+  it('runs a model SDK in the installed worker: restored from its snapshot, the SDK from the build beside it', async () => {
+    const claude = await startFakeModelServer(anthropicDialect, (request) => ({
+      answer: fakeAnswer(roleOf(anthropicSystem(request)), anthropicUser(request)),
+    }));
+    const artifact = join(project, 'limits.md');
+    writeFileSync(artifact, '# Limits\nversion 1 of the rate limit page.\n');
+    const worker = watchProcess(
+      start(
+        'npx',
+        ['polish', 'worker', '--nats', nats!.server.url, '--model', `anthropic:claude-test@${claude.url}`],
+        project,
+        { ...env, ANTHROPIC_API_KEY: 'sk-ant-install-test' },
+      ),
+      { describe: 'npx polish worker (Anthropic)' },
+    );
+    try {
+      await worker.waitFor(/all pools ready/);
+      const run = await succeed(
+        'npx',
+        ['polish', 'run', artifact, '--goal', 'Document the rate limiter.', '--nats', nats!.server.url, '--json'],
+        project,
+        env,
+      );
+      expect(JSON.parse(run.stdout)).toMatchObject({ status: 'CONVERGED' });
+      expect(claude.requests.length).toBeGreaterThan(0);
+      // Every worker that answered was restored from the installed package's snapshot.
+      const started = worker.lines.filter((line) => /^worker \d+ \(\w+\) started from /.test(line));
+      expect(started.length).toBeGreaterThan(0);
+      for (const line of started) expect(line).toContain('started from the startup snapshot');
+      const pid = Number(/^worker (\d+)/.exec(started.at(-1) ?? '')?.[1]);
+      expect(commandLineOf(pid)).toContain(
+        join(project, 'node_modules/@polish/agents/dist/worker-snapshot/worker.blob'),
+      );
+    } finally {
+      await stopGroup(worker.child);
+      await claude.stop();
+    }
   }, 180_000);
 
   it('serves the inspector page of the installed polish inspect', async () => {

@@ -222,6 +222,19 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
       maxTokens: 512,
     });
 
+  it('fails the run when the server hangs, saying it timed out (the SDK names none of its errors)', async () => {
+    const server = await fakeOpenAI(() => ({ hang: true }));
+    const hanging = createOpenAICompatibleProvider({
+      model: 'llama-test',
+      apiKey: 'not-needed',
+      baseURL: `${server.url}/v1`,
+      timeoutMs: 300,
+      maxRetries: 0,
+    });
+    const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, hanging);
+    expect(failure(result)).toMatch(/^MODEL_ERROR: evaluate: .+ did not answer within 0\.3 s \(timeout, 1 attempt\)$/);
+  });
+
   it('asks for json_schema output with the answer schema, and runs the loop', async () => {
     const server = await fakeOpenAI();
     const { result } = await runWithModels(spec, local(server));

@@ -99,8 +99,8 @@ const sdkAfterRestore = (id) =>
     `  const file = join(dirname(resolve(blob)), 'sdk', '${SDKS[id]}.cjs');`,
     '  return (sdk ??= createRequire(file)(file).default);',
     '};',
-    // Called with new: a constructor that returns an object makes that object the result.
-    'export default function Client(...args) { return new (load())(...args); }',
+    // With new it makes the SDK's client; its static members (the SDK's error classes) are the SDK's.
+    'export default new Proxy(function Client() {}, { construct: (_, args) => new (load())(...args), get: (_, key) => load()[key] });',
   ].join('\n');
 // In the snapshot the providers' modules are static imports: their SDKs are the stand-ins above,
 // so nothing heavy loads early. A dynamic import would make the bundler wrap every module they

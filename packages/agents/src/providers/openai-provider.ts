@@ -22,6 +22,16 @@ function usageOf(usage: OpenAI.CompletionUsage | undefined): Usage {
 }
 
 /** A 400 about the response format: the server does not do JSON Schema output. */
+/**
+ * The OpenAI SDK's errors are all named "Error" (and a minified build renames their classes):
+ * the kinds that modelError words differently are told by class.
+ */
+function errorKind(error: unknown): string | undefined {
+  if (error instanceof OpenAI.APIConnectionTimeoutError) return 'APIConnectionTimeoutError';
+  if (error instanceof OpenAI.APIConnectionError) return 'APIConnectionError';
+  return undefined;
+}
+
 function rejectsJsonSchema(error: unknown): boolean {
   const status = (error as { status?: number }).status;
   const message = String((error as { message?: string }).message ?? '');
@@ -71,12 +81,13 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
       try {
         completion = await complete(request, jsonMode);
       } catch (error) {
-        if (jsonMode === 'json_object' || !rejectsJsonSchema(error)) throw modelError(error, context);
+        if (jsonMode === 'json_object' || !rejectsJsonSchema(error))
+          throw modelError(error, { ...context, name: errorKind(error) });
         jsonMode = 'json_object';
         try {
           completion = await complete(request, 'json_object');
         } catch (fallbackError) {
-          throw modelError(fallbackError, context);
+          throw modelError(fallbackError, { ...context, name: errorKind(fallbackError) });
         }
       }
       return { text: completion.choices[0]?.message?.content ?? '', usage: usageOf(completion.usage) };

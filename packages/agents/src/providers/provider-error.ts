@@ -16,10 +16,18 @@ const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
  */
 export function modelError(
   error: unknown,
-  context: { role: TaskRole; provider: string; keyVariable?: string; timeoutMs: number; maxRetries: number },
+  context: {
+    role: TaskRole;
+    provider: string;
+    keyVariable?: string;
+    timeoutMs: number;
+    maxRetries: number;
+    /** The error's kind where it does not carry it as its name (the OpenAI SDK's errors). */
+    name?: string;
+  },
 ): PolishError {
   const sdkError = error as SdkError;
-  const name = sdkError?.name ?? '';
+  const name = context.name ?? sdkError?.name ?? '';
   const detail = sdkError?.error?.error?.message ?? sdkError?.error?.message ?? sdkError?.message ?? String(error);
   const type = sdkError?.error?.error?.type;
   const attempts = `${context.maxRetries + 1} attempt${context.maxRetries === 0 ? '' : 's'}`;

@@ -173,11 +173,15 @@ for (const id of ['node:tls', ...DEFERRED]) {
   if (required) throw new Error(`the worker snapshot's script must not load ${id}, but it has ${required[0]}`);
 }
 
-const nonAscii = script.findIndex((byte) => byte > 0x7f);
-if (nonAscii >= 0)
-  throw new Error(
-    `the worker snapshot's script is not all ASCII (at byte ${nonAscii}): its source would take twice the room in every worker's heap`,
-  );
+/** Fails the build unless `bytes` are all ASCII: V8 holds other source at two bytes a character. */
+function assertAscii(bytes, what) {
+  const at = bytes.findIndex((byte) => byte > 0x7f);
+  if (at >= 0)
+    throw new Error(
+      `${what} is not all ASCII (at byte ${at}): its source would take twice the room in a worker's heap`,
+    );
+}
+assertAscii(script, "the worker snapshot's script");
 
 /** How long the build waits for its NATS server, for it to stop, and for the snapshot. */
 const NATS_READY_MS = 10_000;
@@ -304,13 +308,8 @@ await build({
     chunkFileNames: '[name]-[hash].cjs',
   },
 });
-for (const name of readdirSync(`${out}worker-snapshot/sdk`)) {
-  const at = readFileSync(`${out}worker-snapshot/sdk/${name}`).findIndex((byte) => byte > 0x7f);
-  if (at >= 0)
-    throw new Error(
-      `worker-snapshot/sdk/${name} is not all ASCII (at byte ${at}): V8 would hold its source at two bytes a character`,
-    );
-}
+for (const name of readdirSync(`${out}worker-snapshot/sdk`))
+  assertAscii(readFileSync(`${out}worker-snapshot/sdk/${name}`), `worker-snapshot/sdk/${name}`);
 mkdirSync(`${out}worker-snapshot`, { recursive: true });
 copyFileSync(blob, `${out}worker-snapshot/worker.blob`);
 // The script was only the snapshot's input: workers never read it.

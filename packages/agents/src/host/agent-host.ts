@@ -265,7 +265,7 @@ export function hugePageTunables(environment: NodeJS.ProcessEnv): NodeJS.Process
  * How to start a worker: from the build's startup snapshot when there is one for this very Node,
  * platform and architecture (a blob starts only what built it) and the worker needs nothing that
  * a restored process cannot load later (the tracing SDK: it has no dynamic import(); a model
- * SDK it requires, from beside the bundled entry it names); else the bundled entry (it boots
+ * SDK it requires, from beside its --snapshot-blob); else the bundled entry (it boots
  * faster than the plain modules); else the plain module.
  */
 function workerLaunch(

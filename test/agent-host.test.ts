@@ -175,9 +175,8 @@ describe('agent host', () => {
   });
 
   it('names the task in its crash report when a worker is killed as it takes it, so the task is handed out again at once', async () => {
-    // Without the report the task would wait out its lease. (The host handles a death once the
-    // worker's IPC channel has ended, so a notice sent just before is read first; this test does
-    // not reach that race, which needs a worker dying by itself right after its notice.)
+    // Without the report the task would wait out its lease. (A worker that dies by itself right
+    // after its notice: the next test.)
     const dispatcher = createNatsDispatcher({ connection: nats.connection });
     const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
     try {
@@ -217,6 +216,75 @@ describe('agent host', () => {
         } finally {
           taken.unsubscribe();
           writeFileSync(release, '');
+          await host.stop();
+        }
+      }
+    } finally {
+      await dispatcher.close?.();
+    }
+  });
+
+  it('names the task in its crash report when a worker dies by itself just after telling its host it took it', async () => {
+    // Fault injection in a real worker: a preload makes it kill itself once its "taken" notice is
+    // written to the IPC channel, so its death and the notice reach the host together. (Handling
+    // the death on 'exit' instead of 'close' passes here too: Node emits the notice before it runs
+    // the exit's callback, which follows it in the pipe. 'close' does not rely on that.)
+    const scratch = mkdtempSync(join(tmpdir(), 'polish-dies-'));
+    const dies = join(scratch, 'dies-after-taken.cjs');
+    writeFileSync(
+      dies,
+      [
+        'if (process.env.POLISH_WORKER_CONFIG && process.send) {',
+        '  const send = process.send.bind(process);',
+        '  process.send = (message, handle, options, callback) =>',
+        "    send(message, handle, options, message && message.type === 'task.taken'",
+        "      ? () => process.kill(process.pid, 'SIGKILL') : callback);",
+        '}',
+        '',
+      ].join('\n'),
+    );
+    const answer = join(scratch, 'answer.json');
+    writeFileSync(answer, JSON.stringify({ evaluate: [{ answer: { scores } }] }));
+    const dispatcher = createNatsDispatcher({ connection: nats.connection });
+    const payload = { artifact: 'Each key may send 100 requests per minute.', criteria };
+    try {
+      for (let death = 0; death < 3; death += 1) {
+        const host = createAgentHost({
+          natsUrl: nats.server.url,
+          roles: ['evaluate'],
+          pool: 1,
+          model: { provider: 'scripted', script: answer },
+          env: { NODE_OPTIONS: `--require ${dies}` },
+        });
+        const crashes: string[] = [];
+        const crashed = nats.connection.subscribe(crashSubject('evaluate'), {
+          callback: (_error, message) => {
+            crashes.push(message.json<{ taskId: string }>().taskId);
+          },
+        });
+        const taken: string[] = [];
+        const progress = nats.connection.subscribe(progressSubject('evaluate', '*'), {
+          callback: (_error, message) => {
+            const notice = message.json<{ taskId: string; state: string }>();
+            if (notice.state === 'taken') taken.push(notice.taskId);
+          },
+        });
+        const exited = new Promise<{ signal: string | null; crashed: boolean }>((resolve) =>
+          host.once('worker.exited', resolve),
+        );
+        try {
+          await nats.connection.flush();
+          await host.ready;
+          // Handed out once: every worker here dies after its take.
+          const failed = dispatcher.dispatch('evaluate', payload, { maxAttempts: 1 });
+          failed.catch(() => undefined);
+          expect(await exited).toMatchObject({ signal: 'SIGKILL', crashed: true });
+          await expect(failed).rejects.toThrow(/worker .*(died|crash)/i);
+          expect(taken).toHaveLength(1);
+          expect(crashes).toEqual(taken);
+        } finally {
+          progress.unsubscribe();
+          crashed.unsubscribe();
           await host.stop();
         }
       }

@@ -130,6 +130,10 @@ describe('real providers in worker processes over NATS', () => {
         evaluate: ['the startup snapshot'],
         revise: ['the startup snapshot'],
       });
+      // And each warmed its SDK up while booting (fetch loaded, no request: the servers' counts above).
+      const ready = host.lines.filter((line) => / ready in /.test(line));
+      expect(ready.length).toBeGreaterThanOrEqual(3);
+      for (const line of ready) expect(line).toMatch(/, warm-up \d+ \(model \d+\), queue /);
     } finally {
       await stop(host);
       await Promise.all([claude.stop(), local.stop()]);

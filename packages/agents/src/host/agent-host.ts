@@ -560,6 +560,7 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
           nats: boot.nats,
           connect: boot.connect,
           warmUp: boot.warmUp,
+          ...(boot.modelWarmUp === undefined ? {} : { modelWarmUp: boot.modelWarmUp }),
           queue: boot.queue,
           cpuMs: boot.cpuMs,
         };

@@ -121,10 +121,15 @@ export async function runWorker(
   ]);
   // The model's own warm-up (synchronous: loading code) runs while those wait on the server.
   // Only a head start: should it fail, the first call loads the same and says so if it must.
-  try {
-    model.warmUp?.();
-  } catch {
-    // nothing to do
+  let modelWarmUp: number | undefined;
+  if (model.warmUp) {
+    const began = performance.now();
+    try {
+      model.warmUp();
+    } catch {
+      // nothing to do
+    }
+    modelWarmUp = performance.now() - began;
   }
   const [found] = await warming;
   const warmUpMs = lap();
@@ -145,6 +150,7 @@ export async function runWorker(
     nats: natsMs,
     connect: connectMs,
     warmUp: warmUpMs,
+    ...(modelWarmUp === undefined ? {} : { modelWarmUp }),
     queue: lap(),
     cpuMs: (cpu.user + cpu.system) / 1000,
   };

@@ -68,6 +68,8 @@ export interface WorkerBoot {
   nats: number;
   connect: number;
   warmUp: number;
+  /** The model's own warm-up, part of `warmUp`: only for a model that has one (an SDK's). */
+  modelWarmUp?: number;
   queue: number;
   cpuMs: number;
 }

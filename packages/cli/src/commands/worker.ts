@@ -41,12 +41,15 @@ export interface WorkerFlags extends ModelFlags, NatsAccessFlags {
 
 const log = (line: string) => process.stderr.write(`${line}\n`);
 
-/** Where a boot went, for the "ready in" line: `node 35, code 20, nats 9, connect 4, warm-up 12, queue 1 (61 ms CPU)`. */
+/**
+ * Where a boot went, for the "ready in" line: `node 35, code 20, nats 9, connect 4, warm-up 12,
+ * queue 1 (61 ms CPU)`; a model with its own warm-up (an SDK's) adds its part: `warm-up 12 (model 5)`.
+ */
 export function describeBoot(steps: BootSteps): string {
   const ms = (value: number) => Math.round(value);
   return (
     `node ${ms(steps.node)}, code ${ms(steps.code)}, nats ${ms(steps.nats)}, connect ${ms(steps.connect)}, ` +
-    `warm-up ${ms(steps.warmUp)}, queue ${ms(steps.queue)} (${ms(steps.cpuMs)} ms CPU)`
+    `warm-up ${ms(steps.warmUp)}${steps.modelWarmUp === undefined ? '' : ` (model ${ms(steps.modelWarmUp)})`}, queue ${ms(steps.queue)} (${ms(steps.cpuMs)} ms CPU)`
   );
 }
 

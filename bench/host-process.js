@@ -43,7 +43,7 @@ export async function startHostProcess({
   );
   const available = new Map(roles.map((role) => [role, 0]));
   const boots = [];
-  /** Where each boot went, from the "ready in" line: { node, code, nats, connect, warmUp, queue, cpuMs }. */
+  /** Where each boot went, from the "ready in" line: { node, code, nats, connect, warmUp, modelWarmUp?, queue, cpuMs }. */
   const steps = [];
   const pids = [];
   let taken = 0;
@@ -62,13 +62,16 @@ export async function startHostProcess({
     const alive = /; (\d+) alive$/.exec(line);
     if (alive) peakAlive = Math.max(peakAlive, Number(alive[1]));
     const breakdown =
-      /: node (\d+), code (\d+), nats (\d+), connect (\d+), warm-up (\d+), queue (\d+) \((\d+) ms CPU\)$/.exec(line);
+      /: node (\d+), code (\d+), nats (\d+), connect (\d+), warm-up (\d+)(?: \(model (\d+)\))?, queue (\d+) \((\d+) ms CPU\)$/.exec(
+        line,
+      );
     if (booted) {
       pids.push(Number(booted[1]));
       boots.push(Number(booted[3]));
       if (breakdown) {
-        const [node, code, nats, connect, warmUp, queue, cpuMs] = breakdown.slice(1).map(Number);
-        steps.push({ node, code, nats, connect, warmUp, queue, cpuMs });
+        const [node, code, nats, connect, warmUp, modelWarmUp, queue, cpuMs] = breakdown.slice(1).map(Number);
+        // modelWarmUp: a model's own warm-up, part of warmUp (an SDK's; none for the script).
+        steps.push({ node, code, nats, connect, warmUp, ...(breakdown[6] ? { modelWarmUp } : {}), queue, cpuMs });
       }
       available.set(booted[2], available.get(booted[2]) + reuse);
     } else if (took) {

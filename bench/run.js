@@ -16,6 +16,7 @@ import { measureWayIn } from './way-in.js';
 import { measureReviseCost } from './revise-cost.js';
 import { ownCpuMs, treeCpuMs, waitedChildrenCpuMs } from './cpu.js';
 import { artifact, criteria, goal, median, quantile, writeInstantScript } from './instant-model.js';
+import { startFakeAnthropic } from './fake-anthropic.js';
 
 const QUICK = process.argv.includes('--quick');
 // The machine's other load changes the wall figures: the page says what it was.
@@ -239,7 +240,15 @@ try {
   );
 
   // 4. Sustained tasks per second, one task per process (every task costs a process boot; with and
-  // without background boots, in turns), and with --reuse.
+  // without background boots, in turns), and with --reuse. The same, default flags, with the
+  // Anthropic provider's real SDK against a fake Messages API on loopback that answers at once
+  // (its own process, whose CPU is not counted): what isolation costs a worker that loads an SDK.
+  const fakeApi = await startFakeAnthropic({
+    scores: criteria.map(({ id }) => ({ criterion_id: id, pass: true, evidence: '100 requests per minute' })),
+  });
+  // The host passes its environment on to its workers: the key the provider wants.
+  process.env.ANTHROPIC_API_KEY = 'sk-ant-bench';
+  const sdkModel = ['--model', `anthropic:claude-bench@${fakeApi.url}`];
   const sustain = async (flags, reuse, total) => {
     const pool = 4;
     const host = await startHostProcess({
@@ -247,7 +256,7 @@ try {
       roles: ['evaluate'],
       pool,
       reuse,
-      script: scriptPath,
+      ...(flags.includes('--model') ? {} : { script: scriptPath }),
       flags,
     });
     let next = 0;
@@ -283,13 +292,15 @@ try {
     perTask.total = perTask.orchestrator + perTask.host + perTask.nats;
     return { perSecond: total / (elapsed / 1000), perTask };
   };
-  const strictRuns = Object.fromEntries(strictModes.map((mode) => [mode.key, []]));
+  const sdkMode = { key: 'Sdk', name: 'default, Anthropic SDK (fake API)', flags: sdkModel };
+  const sustainedModes = [...strictModes, sdkMode];
+  const strictRuns = Object.fromEntries(sustainedModes.map((mode) => [mode.key, []]));
   for (let round = 0; round < rounds; round += 1) {
     section = `sustained, strict, round ${round + 1}`;
-    for (const mode of round % 2 ? [...strictModes].reverse() : strictModes)
+    for (const mode of round % 2 ? [...sustainedModes].reverse() : sustainedModes)
       strictRuns[mode.key].push(await sustain(mode.flags, 1, (QUICK ? 40 : 240) / rounds));
   }
-  for (const mode of strictModes) {
+  for (const mode of sustainedModes) {
     const { perSecond, perTask } = rate(strictRuns[mode.key]);
     figures[`tps${mode.key}`] = perSecond;
     figures[`cpu${mode.key}`] = perTask;
@@ -302,6 +313,16 @@ try {
     figures.cpuReuse = perTask;
     log(`sustained --reuse 1000: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`);
   }
+  section = 'sustained, --reuse 1000, Anthropic SDK';
+  {
+    const { perSecond, perTask } = rate([await sustain(sdkModel, 1000, QUICK ? 40 : 1000)]);
+    figures.tpsReuseSdk = perSecond;
+    figures.cpuReuseSdk = perTask;
+    log(
+      `sustained --reuse 1000, Anthropic SDK: ${perSecond.toFixed(0)} tasks/s, CPU per task ${JSON.stringify(perTask)}`,
+    );
+  }
+  await fakeApi.stop();
   figures.tpsDefault = figures.tpsForeground;
   figures.cpuDefault = figures.cpuForeground;
   const cpuSeconds = (perTask) => `${(perTask.total / 1000).toFixed(4)} CPU-s`;
@@ -328,6 +349,26 @@ try {
     '… CPU per task, --reuse 1000',
     cpuSeconds(figures.cpuReuse),
     `${cpuParts(figures.cpuReuse)}; strict costs ${(figures.cpuDefault.total / figures.cpuReuse.total).toFixed(1)}× this`,
+  ]);
+  rows.push([
+    'sustained tasks/s, strict, Anthropic SDK (fake API)',
+    figures.tpsSdk.toFixed(1),
+    `${(figures.tpsSdk / figures.tpsDefault).toFixed(2)}× the scripted model's`,
+  ]);
+  rows.push([
+    '… CPU per task, strict, Anthropic SDK',
+    cpuSeconds(figures.cpuSdk),
+    `${cpuParts(figures.cpuSdk)}; ${(figures.cpuSdk.total / figures.cpuDefault.total).toFixed(2)}× the scripted model's`,
+  ]);
+  rows.push([
+    'sustained tasks/s, --reuse 1000, Anthropic SDK (fake API)',
+    figures.tpsReuseSdk.toFixed(0),
+    `${(figures.tpsReuseSdk / figures.tpsSdk).toFixed(1)}× strict with the SDK`,
+  ]);
+  rows.push([
+    '… CPU per task, --reuse 1000, Anthropic SDK',
+    cpuSeconds(figures.cpuReuseSdk),
+    `${cpuParts(figures.cpuReuseSdk)}; strict costs ${(figures.cpuSdk.total / figures.cpuReuseSdk.total).toFixed(1)}× this`,
   ]);
 
   // 5. A whole 4-iteration run (7 waves) with the instant scripted model, four ways.
@@ -487,7 +528,9 @@ if (!QUICK) {
       `${cpus().length} cores (${cpu}), Node ${process.version}, nats-server on 127.0.0.1; load average ` +
       `${loadAtStart.toFixed(1)} when it began, ${loadavg()[0].toFixed(1)} when it ended. ` +
       'All figures come from the same run; ratios compare figures of that run. The model is the instant scripted one, ' +
-      'so these are the costs of the runtime itself, not of any LLM.\n\n' +
+      'so these are the costs of the runtime itself, not of any LLM; the rows marked "Anthropic SDK" use the Anthropic ' +
+      "provider's real SDK against a local fake Messages API that answers at once (bench/fake-anthropic.js, its own " +
+      'process, whose CPU is not counted).\n\n' +
       `${table}\n\n## Targets\n\n${verdicts}\n\n${notes}\n${reviseCost.markdown}${scale ? `\n${scale}` : ''}`,
   );
   log('wrote docs/benchmarks.md');

@@ -168,7 +168,7 @@ try {
   const floors = [];
   const bareNode = [];
   const bareCpu = [];
-  for (let index = 0; index < 10; index += 1) {
+  const measureFloors = async () => {
     let floorChild;
     floors.push(
       await timeIt(
@@ -189,14 +189,17 @@ try {
       ),
     );
     bareCpu.push(waitedChildrenCpuMs(process.pid) - cpuBefore);
-  }
+  };
   section = 'worker boot';
   const rss = [];
   const bootHost = await startHostProcess({ natsUrl: server.url, roles: ['evaluate'], pool: 1, script: scriptPath });
+  // The floors in turns with the boots, so both see the machine as it is at that moment: each
+  // measured once the worker is ready and idle, before its task (whose replacement then boots).
   for (let index = 0; index < (QUICK ? 5 : 15); index += 1) {
     await bootHost.warm('evaluate');
     const pid = bootHost.pids.at(-1);
     rss.push(Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? 0) / 1024);
+    await measureFloors();
     await dispatcher.dispatch('evaluate', evaluatePayload);
     await bootHost.taken(index + 1);
   }

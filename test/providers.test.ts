@@ -135,6 +135,35 @@ describe('Anthropic provider (real SDK, local fake server)', () => {
     expect(JSON.stringify(result)).not.toContain(KEY);
   });
 
+  it.each([
+    [400, 'rejected the request (400 invalid_request_error)'],
+    [404, 'does not know this model or endpoint (404)'],
+    [429, 'answered 429 invalid_request_error after 1 attempt'],
+    [500, 'answered 500 invalid_request_error after 1 attempt'],
+  ])('never quotes the key back when a %i echoes it, whole or in part', async (status, said) => {
+    // Servers and gateways echo what they were sent: the key whole, and its ends as some print it.
+    for (const echo of [`Bearer ${KEY}`, `key ${KEY.slice(0, 10)}…${KEY.slice(-4)}`, `…${KEY.slice(-8)}`]) {
+      const server = await fakeAnthropic(() => ({
+        status,
+        errorType: 'invalid_request_error',
+        message: `invalid credentials ${echo}`,
+      }));
+      const { result } = await runWithModels(spec, claude(server, { maxRetries: 0 }));
+      expect(failure(result)).toBe(
+        `MODEL_ERROR: criteria: anthropic ${said}: (the server's words are left out: they quote the API key)`,
+      );
+      expect(JSON.stringify(result)).not.toContain(KEY.slice(-8));
+    }
+    // Words without the key are kept, cut at 300 characters.
+    const server = await fakeAnthropic(() => ({
+      status,
+      errorType: 'invalid_request_error',
+      message: `bad field ${'x'.repeat(400)}`,
+    }));
+    const { result } = await runWithModels(spec, claude(server, { maxRetries: 0 }));
+    expect(failure(result)).toBe(`MODEL_ERROR: criteria: anthropic ${said}: bad field ${'x'.repeat(290)}…`);
+  });
+
   it('repairs a schema-violating answer once, citing the error in the next request', async () => {
     const server = await fakeAnthropic((_request, index) =>
       index === 0 ? { answer: { scores: [{ criterion_id: 'C1', pass: true }] } } : undefined,
@@ -268,6 +297,26 @@ describe('OpenAI-compatible provider (real SDK, local fake server)', () => {
     expect(failure(result)).toBe(
       `MODEL_ERROR: evaluate: openai-compatible server at ${down.url}/v1 answered 503 after 3 attempts: model is loading`,
     );
+  });
+
+  it('never quotes its key back when the server echoes it in an error', async () => {
+    const key = 'sk-local-gateway-key-1234';
+    const server = await fakeOpenAI(() => ({
+      status: 502,
+      errorType: 'bad_gateway',
+      message: `upstream refused ${key}`,
+    }));
+    const provider = createOpenAICompatibleProvider({
+      model: 'llama-test',
+      apiKey: key,
+      baseURL: `${server.url}/v1`,
+      maxRetries: 0,
+    });
+    const { result } = await runWithModels({ ...spec, criteria: CRITERIA }, provider);
+    expect(failure(result)).toBe(
+      `MODEL_ERROR: evaluate: openai-compatible server at ${server.url}/v1 answered 502 after 1 attempt: (the server's words are left out: they quote the API key)`,
+    );
+    expect(JSON.stringify(result)).not.toContain(key.slice(-8));
   });
 
   it('falls back to JSON mode when the server rejects json_schema', async () => {

@@ -3,9 +3,11 @@
 // environment, leaves a setsid child behind — through the real CLI (`polish par run`, embedded:
 // nats-server, host and worker processes). Nothing the CLI, the host or the worker holds may
 // reach the command, the evidence, the report or the task file, and nothing may outlive it.
+import { spawnSync } from 'node:child_process';
 import { readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { planSandbox } from '@polish/agents';
 import { polish } from './support/cli.js';
 import { parRunArgs, workspace } from './support/par-workspace.js';
 
@@ -78,4 +80,34 @@ describe('a critique command cannot reach the secrets around it (polish par run,
     });
     expect(survivors).toEqual([]);
   }, 120_000);
+});
+
+describe('a critique command cannot undo its sandbox', () => {
+  // Root of its own user namespace (the worker run by any other user) may unmount the /proc that
+  // unshare mounted, and the machine's /proc is under it: every process and its command line.
+  // The command must hold no capability to do so, whoever runs the worker.
+  const escape =
+    'umount /proc 2>/dev/null; echo "caps $(grep CapEff /proc/self/status | cut -f2) bnd $(grep CapBnd /proc/self/status | cut -f2)"; ' +
+    `test -e /proc/${process.pid} && echo "sees the test"; echo "pids $(ls /proc | grep -c '^[0-9]')"`;
+  const asNobody = ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'];
+
+  it.each([
+    ['root', true, [] as string[]],
+    ['another user', false, asNobody],
+  ])('run by %s, it cannot unmount its /proc to see the machine', (_who, asRoot, runAs) => {
+    if (runAs.length > 0) {
+      // The user's own right to make a user namespace (Debian's default), which the plan relies on.
+      const probe = spawnSync(runAs[0] as string, [...runAs.slice(1), 'unshare', '--user', 'true'], { cwd: '/' });
+      expect(probe.status, 'this test needs unprivileged user namespaces').toBe(0);
+    }
+    const plan = planSandbox(process.env, asRoot);
+    expect(plan.kind).toBe('namespaces');
+    const [program = '', ...args] = [...runAs, ...plan.argv(escape)];
+    const run = spawnSync(program, args, { cwd: '/', encoding: 'utf8', env: { PATH: process.env.PATH ?? '' } });
+    expect(run.stderr).toBe('');
+    expect(run.stdout).toContain('caps 0000000000000000 bnd 0000000000000000');
+    expect(run.stdout).not.toContain('sees the test');
+    // sh, its subshell, ls and grep: nothing of the machine's (with its /proc unmounted, about 80 here).
+    expect(Number(/pids (\d+)/.exec(run.stdout)?.[1])).toBeLessThanOrEqual(4);
+  });
 });

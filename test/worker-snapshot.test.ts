@@ -2,7 +2,7 @@
 // package: nothing of the machine that built it may be in it. The build checks its environment
 // with a canary (scripts/bundle-worker.js); this checks where it was built.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
@@ -47,6 +47,45 @@ describe('worker snapshot build', () => {
       // The bundle (which needs no server) was built; the snapshot was not.
       expect(existsSync(join(out, 'worker-bundle', 'worker-entry.mjs'))).toBe(true);
       expect(existsSync(join(out, 'worker-snapshot'))).toBe(false);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
+
+describe('worker snapshot build, by a builder with a private TMPDIR and umask 000', () => {
+  it('names neither that TMPDIR in the blob nor leaves anything others may write (every worker runs it)', () => {
+    const out = mkdtempSync(join(tmpdir(), 'polish-snapshot-build-'));
+    try {
+      // A TMPDIR in a home folder, with the user's name in it, as `~/tmp` is.
+      const home = join(out, `home-builder-${Math.random().toString(36).slice(2)}`);
+      const privateTmp = join(home, 'tmp');
+      mkdirSync(privateTmp, { recursive: true });
+      // No nats-server on this PATH: the snapshot is built without its tasks (faster, same files).
+      const bin = join(out, 'bin');
+      mkdirSync(bin);
+      symlinkSync(process.execPath, join(bin, 'node'));
+      const built = spawnSync(
+        '/bin/sh',
+        [
+          '-c',
+          'umask 000 && exec node "$0" --out "$1"',
+          `${REPO}packages/agents/scripts/bundle-worker.js`,
+          join(out, 'dist'),
+        ],
+        { encoding: 'utf8', env: { ...process.env, PATH: bin, TMPDIR: privateTmp, HOME: home }, timeout: 120_000 },
+      );
+      expect(built.status, built.stderr).toBe(0);
+      const snapshot = join(out, 'dist', 'worker-snapshot');
+      expect(readFileSync(join(snapshot, 'worker.blob')).indexOf(home)).toBe(-1);
+      const openToOthers: string[] = [];
+      const walk = (path: string) => {
+        if ((statSync(path).mode & 0o022) !== 0) openToOthers.push(path);
+        if (statSync(path).isDirectory()) for (const name of readdirSync(path)) walk(join(path, name));
+      };
+      walk(snapshot);
+      walk(join(out, 'dist', 'worker-bundle'));
+      expect(openToOthers).toEqual([]);
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

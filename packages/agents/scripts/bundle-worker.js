@@ -10,7 +10,20 @@
 import { build } from 'rolldown';
 import { spawn, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import {
+  accessSync,
+  chmodSync,
+  constants,
+  copyFileSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  realpathSync,
+  rmSync,
+  statSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -126,8 +139,17 @@ const lazyModule = (id) => {
 };
 // The script is built outside the checkout: V8 keeps the name of a snapshot's script (for stack
 // traces), and the blob ships in the package, so a script in the checkout would put the builder's
-// path (often /home/<user>/…) in every installed copy. Only a fresh temporary folder is named.
-const scratch = mkdtempSync(join(tmpdir(), 'polish-snapshot-entry-'));
+// path (often /home/<user>/…) in every installed copy. Only a fresh temporary folder is named,
+// under /tmp itself where there is one: TMPDIR is often in the builder's home (~/tmp) too.
+const scratchRoot = (() => {
+  try {
+    accessSync('/tmp', constants.W_OK);
+    return '/tmp';
+  } catch {
+    return tmpdir();
+  }
+})();
+const scratch = mkdtempSync(join(scratchRoot, 'polish-snapshot-entry-'));
 process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 const entry = join(scratch, 'snapshot-entry.cjs');
 await build({
@@ -276,6 +298,10 @@ if (bytes.includes(canary))
 const checkout = fileURLToPath(new URL('../../../', import.meta.url)).replace(/[\\/]$/, '');
 if (bytes.includes(checkout))
   throw new Error(`the worker snapshot names the folder it was built in (${checkout}): it would ship in the package`);
+// Nor the builder's TMPDIR, where that is not /tmp (a home folder, say).
+const builderTmp = realpathSync(tmpdir());
+if (builderTmp !== '/tmp' && bytes.includes(builderTmp))
+  throw new Error(`the worker snapshot names the build's TMPDIR (${builderTmp}): it would ship in the package`);
 // A restored process must arm its timers: Node keeps the time its next timer is due in the heap,
 // and a stale one from the build would leave a worker's timeouts and waits never firing
 // (snapshot-entry.ts). Restored once in probe mode, the snapshot arms a timer due in 24 days or
@@ -318,3 +344,10 @@ rmSync(scratch, { recursive: true, force: true });
 // before using it (an installed package may run elsewhere than where it was built).
 const builtFor = { node: process.version, platform: process.platform, arch: process.arch };
 writeFileSync(`${out}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);
+// Every worker runs what is here: whatever the builder's umask, nobody else may write it.
+const closeToOthers = (path) => {
+  chmodSync(path, statSync(path).mode & 0o755);
+  if (statSync(path).isDirectory()) for (const name of readdirSync(path)) closeToOthers(join(path, name));
+};
+closeToOthers(`${out}worker-snapshot`);
+closeToOthers(`${out}worker-bundle`);

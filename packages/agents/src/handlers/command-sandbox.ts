@@ -26,33 +26,33 @@ export interface SandboxPlan {
   dropsToUser: boolean;
 }
 
-/** The namespaces `unshare` can make here, if any: tried once with `true`. */
-function unshareArgs(environment: NodeJS.ProcessEnv): string[] | undefined {
-  const asRoot = process.getuid?.() === 0;
-  const base = ['--pid', '--fork', '--kill-child', '--mount-proc', '--ipc', '--uts'];
-  const args = asRoot ? base : ['--user', '--map-root-user', ...base];
-  const probe = spawnSync('unshare', [...args, 'true'], {
-    stdio: 'ignore',
-    timeout: 5_000,
-    env: { PATH: environment.PATH ?? '' },
-  });
-  return probe.status === 0 ? args : undefined;
+/**
+ * What runs the command inside the namespaces, dropping every capability for good: an empty
+ * bounding set (so `sh`, exec'd as root of its user namespace, or a setuid program it runs,
+ * gains none; without it root there could unmount its /proc and see the machine's) and no new
+ * privileges. Run by root, it also becomes nobody with no supplementary groups.
+ */
+function dropArgs(asRoot: boolean): string[] {
+  const user = asRoot ? [`--reuid=${SANDBOX_UID}`, `--regid=${SANDBOX_GID}`, '--clear-groups'] : [];
+  return ['setpriv', ...user, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--'];
 }
 
-/** The sandbox this machine offers (with `unshare` and `setpriv` from this PATH), found by trying it. */
-export function planSandbox(environment: NodeJS.ProcessEnv = process.env): SandboxPlan {
-  const args = unshareArgs(environment);
-  if (!args) return { kind: 'none', argv: (command) => ['sh', '-c', command], dropsToUser: false };
-  const asRoot = process.getuid?.() === 0;
-  // As root, setpriv drops to nobody with no capabilities and no supplementary groups.
-  const drop = asRoot
-    ? ['setpriv', `--reuid=${SANDBOX_UID}`, `--regid=${SANDBOX_GID}`, '--clear-groups', '--inh-caps=-all', '--']
-    : [];
-  return {
-    kind: 'namespaces',
-    argv: (command) => ['unshare', ...args, ...drop, 'sh', '-c', command],
-    dropsToUser: asRoot,
-  };
+/**
+ * The sandbox this machine offers (with `unshare` and `setpriv` from this PATH), found by trying
+ * it once with `true`. `asRoot` says who runs it: root gets plain namespaces and drops to nobody,
+ * any other user a user namespace mapped to itself.
+ */
+export function planSandbox(
+  environment: NodeJS.ProcessEnv = process.env,
+  asRoot = process.getuid?.() === 0,
+): SandboxPlan {
+  const base = ['--pid', '--fork', '--kill-child', '--mount-proc', '--ipc', '--uts'];
+  const args = asRoot ? base : ['--user', '--map-root-user', ...base];
+  const argv = (command: string) => ['unshare', ...args, ...dropArgs(asRoot), 'sh', '-c', command];
+  const [program = 'unshare', ...rest] = argv('true');
+  const probe = spawnSync(program, rest, { stdio: 'ignore', timeout: 5_000, env: { PATH: environment.PATH ?? '' } });
+  if (probe.status !== 0) return { kind: 'none', argv: (command) => ['sh', '-c', command], dropsToUser: false };
+  return { kind: 'namespaces', argv, dropsToUser: asRoot };
 }
 
 /**

@@ -75,6 +75,7 @@ export function createAnthropicProvider(options: AnthropicProviderOptions): Mode
           keyVariable: 'ANTHROPIC_API_KEY',
           timeoutMs,
           maxRetries,
+          apiKey: options.apiKey,
         });
       }
       const call = message.content.find((block) => block.type === 'tool_use' && block.name === ANSWER_TOOL);

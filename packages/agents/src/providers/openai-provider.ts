@@ -76,7 +76,14 @@ export function createOpenAICompatibleProvider(options: OpenAICompatibleProvider
     info: { provider: providerLabel(options.baseURL), model: options.model, scripted: false },
     warmUp: loadFetch,
     async generate(request: ModelRequest): Promise<ModelResponse> {
-      const context = { role: request.role, provider, ...(keyVariable ? { keyVariable } : {}), timeoutMs, maxRetries };
+      const context = {
+        role: request.role,
+        provider,
+        ...(keyVariable ? { keyVariable } : {}),
+        timeoutMs,
+        maxRetries,
+        apiKey: options.apiKey,
+      };
       let completion: OpenAI.ChatCompletion;
       try {
         completion = await complete(request, jsonMode);

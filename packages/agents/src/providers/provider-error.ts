@@ -10,6 +10,25 @@ interface SdkError {
 
 const seconds = (ms: number) => `${Number((ms / 1000).toFixed(1))} s`;
 
+/** Longest server text a reason quotes. */
+const MAX_DETAIL = 300;
+/** A run of this many characters of the key in the server's text counts as quoting the key. */
+const KEY_FRAGMENT = 8;
+
+/**
+ * The server's own words, fit to travel in a reply (which is stored and shown): servers and
+ * gateways echo what they were sent, the key among it, whole or in part (`sk-ant-…abcd`). Any
+ * run of the key's characters drops the words, and long ones are cut.
+ */
+function serverWords(detail: string, apiKey: string | undefined): string {
+  if (apiKey && apiKey.length >= KEY_FRAGMENT) {
+    for (let at = 0; at + KEY_FRAGMENT <= apiKey.length; at += 1)
+      if (detail.includes(apiKey.slice(at, at + KEY_FRAGMENT)))
+        return "(the server's words are left out: they quote the API key)";
+  }
+  return detail.length > MAX_DETAIL ? `${detail.slice(0, MAX_DETAIL)}…` : detail;
+}
+
 /**
  * Turns an SDK error into a `MODEL_ERROR` that says which role, which provider, and why, in
  * words a user can act on. The SDK has already retried what was retryable, so this is final.
@@ -24,11 +43,16 @@ export function modelError(
     maxRetries: number;
     /** The error's kind where it does not carry it as its name (the OpenAI SDK's errors). */
     name?: string;
+    /** The key the request was sent with: never quoted back. */
+    apiKey?: string;
   },
 ): PolishError {
   const sdkError = error as SdkError;
   const name = context.name ?? sdkError?.name ?? '';
-  const detail = sdkError?.error?.error?.message ?? sdkError?.error?.message ?? sdkError?.message ?? String(error);
+  const detail = serverWords(
+    sdkError?.error?.error?.message ?? sdkError?.error?.message ?? sdkError?.message ?? String(error),
+    context.apiKey,
+  );
   const type = sdkError?.error?.error?.type;
   const attempts = `${context.maxRetries + 1} attempt${context.maxRetries === 0 ? '' : 's'}`;
   const prefix = `${context.role}: ${context.provider}`;

@@ -5,7 +5,8 @@
 // tunables); `successor-quiet`, successors of instant answers postponed while the host keeps
 // taking tasks (the default) and booted at the answer (--successor-quiet 0); `exit-nice`, workers
 // lowered to nice 19 once they have answered their last task (the default) and left at normal
-// priority (POLISH_WORKER_EXIT_NICE=0), both with --max-workers 12. Per round and way: 4
+// priority (POLISH_WORKER_EXIT_NICE=0), both with --max-workers 12; `semi-space`, workers with a
+// 2 MB young generation (the default) and V8's own (POLISH_WORKER_SEMI_SPACE_MB=0). Per round and way: 4
 // workers booted at once (their boot, slower than one alone, and idle RSS), 5 whole 4-iteration
 // runs (7 waves, cap 4, each wave a fresh worker from a full pool of 4, 7 replacements booting
 // during or after the run), and 40 tasks sent at once to a pool of 2 (tasks a second, and CPU a
@@ -30,6 +31,10 @@ const COMPARISONS = {
     // limit an exit is never lowered, its place may be wanted.
     'exits at nice 19': { env: { POLISH_WORKER_EXIT_NICE: '1' }, flags: ['--max-workers', '12'] },
     'exits at normal priority': { env: { POLISH_WORKER_EXIT_NICE: '0' }, flags: ['--max-workers', '12'] },
+  },
+  'semi-space': {
+    'semi-space 2 MB': { env: { POLISH_WORKER_SEMI_SPACE_MB: '2' }, flags: [] },
+    "V8's own young generation": { env: { POLISH_WORKER_SEMI_SPACE_MB: '0' }, flags: [] },
   },
   'successor-quiet': {
     'postponed successors': { env: {}, flags: [] },

@@ -20,6 +20,8 @@ export async function startHostProcess({
   polish = POLISH,
   // Node's own options for the host, which its workers inherit (a profiler, say).
   nodeFlags = [],
+  // Added to this process's environment for the host (and so its workers).
+  env = {},
 }) {
   const child = spawn(
     process.execPath,
@@ -39,7 +41,7 @@ export async function startHostProcess({
       ...(maxWorkers ? ['--max-workers', String(maxWorkers)] : []),
       ...flags,
     ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+    { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...env } },
   );
   const available = new Map(roles.map((role) => [role, 0]));
   const boots = [];

@@ -249,8 +249,6 @@ try {
   const fakeApi = await startFakeAnthropic({
     scores: criteria.map(({ id }) => ({ criterion_id: id, pass: true, evidence: '100 requests per minute' })),
   });
-  // The host passes its environment on to its workers: the key the provider wants.
-  process.env.ANTHROPIC_API_KEY = 'sk-ant-bench';
   const sdkModel = ['--model', `anthropic:claude-bench@${fakeApi.url}`];
   const sustain = async (flags, reuse, total) => {
     const pool = 4;
@@ -261,6 +259,8 @@ try {
       reuse,
       ...(flags.includes('--model') ? {} : { script: scriptPath }),
       flags,
+      // The host passes its environment on to its workers: the key the SDK provider wants.
+      ...(flags.includes('--model') ? { env: { ANTHROPIC_API_KEY: 'sk-ant-bench' } } : {}),
     });
     let next = 0;
     // CPU of everything a task takes: this process (the orchestrator's dispatcher), the host and

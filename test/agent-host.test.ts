@@ -1,4 +1,4 @@
-import { mkdtempSync, readFileSync, readdirSync, realpathSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, writeFileSync } from 'node:fs';
 import { fork } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Socket } from 'node:net';
@@ -12,6 +12,7 @@ import {
   createAgentHost,
   niceOf,
   runWorker,
+  youngGenerationFlags,
   type AgentHost,
   type BootSteps,
   type WorkerNotice,
@@ -290,6 +291,7 @@ describe('agent host', () => {
       }
     } finally {
       await dispatcher.close?.();
+      rmSync(scratch, { recursive: true, force: true });
     }
   });
 
@@ -673,8 +675,11 @@ describe('agent host', () => {
         { snapshot: true, env: {}, hugePages: false, tunables: undefined },
         // From the bundle: nothing added.
         { snapshot: false, env: {}, tunables: undefined },
+        // V8's own young generation (POLISH_WORKER_SEMI_SPACE_MB=0 in the CLI), and a larger one.
+        { snapshot: true, env: {}, tunables: ours, semiSpaceMb: 0 },
+        { snapshot: false, env: {}, tunables: undefined, semiSpaceMb: 8 },
       ];
-      for (const { snapshot, env, hugePages, tunables: expected } of cases) {
+      for (const { snapshot, env, hugePages, tunables: expected, semiSpaceMb } of cases) {
         const host = createAgentHost({
           natsUrl: nats.server.url,
           roles: ['evaluate'],
@@ -683,6 +688,7 @@ describe('agent host', () => {
           snapshot,
           env,
           ...(hugePages === undefined ? {} : { hugePages }),
+          ...(semiSpaceMb === undefined ? {} : { semiSpaceMb }),
         });
         try {
           await host.ready;
@@ -701,6 +707,9 @@ describe('agent host', () => {
             expect(commandLine).not.toContain('--snapshot-blob');
           }
           expect(commandLine.at(-2)).toMatch(/worker-bundle\/worker-entry\.mjs$/);
+          // A young generation it never collects in a task's life, whichever way it starts.
+          const semiSpace = commandLine.filter((flag) => flag.startsWith('--min-semi-space-size'));
+          expect(semiSpace).toEqual(semiSpaceMb === 0 ? [] : [`--min-semi-space-size=${semiSpaceMb ?? 2}`]);
           const reply = await dispatcher.dispatch('evaluate', payload);
           expect(reply.worker.pid).toBe(pid);
           const { scores } = reply.result as { scores: { criterion_id: string }[] };
@@ -712,6 +721,14 @@ describe('agent host', () => {
     } finally {
       await dispatcher.close?.();
     }
+  });
+
+  it('leaves the young generation to the user who sizes it, and takes no bad size', () => {
+    expect(youngGenerationFlags(2, [])).toEqual(['--min-semi-space-size=2']);
+    expect(youngGenerationFlags(2, ['--max-semi-space-size=1'])).toEqual([]);
+    expect(youngGenerationFlags(2, [], '--max-old-space-size=512 --max-semi-space-size=64')).toEqual([]);
+    expect(youngGenerationFlags(2, ['--inspect'], '--max-old-space-size=512')).toEqual(['--min-semi-space-size=2']);
+    for (const bad of [0, -1, 1.5, Number.NaN]) expect(youngGenerationFlags(bad, [])).toEqual([]);
   });
 
   it('gives every worker restored from the startup snapshot inbox names of its own', async () => {

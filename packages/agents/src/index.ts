@@ -36,6 +36,7 @@ export {
   createAgentHost,
   defaultMaxWorkers,
   hugePageTunables,
+  youngGenerationFlags,
   type AgentHost,
   type AgentHostOptions,
   type AgentHostEvents,

@@ -97,6 +97,11 @@ export interface AgentHostOptions {
    * "Exits at low priority"), unless POLISH_WORKER_EXIT_NICE=1.
    */
   exitsAtLowPriority?: boolean;
+  /**
+   * V8's young generation a worker starts with, in MB a semi-space (see {@link youngGenerationFlags}).
+   * Default 2, unless POLISH_WORKER_SEMI_SPACE_MB says otherwise; 0 leaves V8's own.
+   */
+  semiSpaceMb?: number;
 }
 
 /** What a host reports; `polish worker` prints these, tests wait on them. */
@@ -262,6 +267,18 @@ export function hugePageTunables(environment: NodeJS.ProcessEnv): NodeJS.Process
 }
 
 /**
+ * A strict worker lives for one task: with V8's smallest young generation it stops once, about
+ * 100 ms in, for a scavenge of 2-4 ms that frees what it was about to leave anyway. A 2 MB
+ * semi-space holds all it allocates, so it never collects (bench/notes.md). Left alone where the
+ * user sizes the young generation (a semi-space flag of the host's or in NODE_OPTIONS).
+ */
+export function youngGenerationFlags(semiSpaceMb: number, execArgv: string[], nodeOptions = ''): string[] {
+  if (!Number.isInteger(semiSpaceMb) || semiSpaceMb <= 0) return [];
+  if ([...execArgv, nodeOptions].some((flag) => /semi[-_]space/.test(flag))) return [];
+  return [`--min-semi-space-size=${semiSpaceMb}`];
+}
+
+/**
  * How to start a worker: from the build's startup snapshot when there is one for this very Node,
  * platform and architecture (a blob starts only what built it) and the worker needs nothing that
  * a restored process cannot load later (the tracing SDK: it has no dynamic import(); a model
@@ -272,6 +289,7 @@ function workerLaunch(
   environment: NodeJS.ProcessEnv,
   snapshot: boolean,
   tunables: () => NodeJS.ProcessEnv,
+  nodeFlags: string[],
 ): WorkerLaunch {
   const blob = dist('worker-snapshot/worker.blob');
   const bundled = dist('worker-bundle/worker-entry.mjs');
@@ -282,14 +300,14 @@ function workerLaunch(
     if (built.node === process.version && built.platform === process.platform && built.arch === process.arch)
       return {
         modulePath: bundled,
-        execArgv: [...process.execArgv, '--snapshot-blob', blob],
+        execArgv: [...nodeFlags, '--snapshot-blob', blob],
         env: { ...environment, ...tunables() },
         from: 'the startup snapshot',
       };
   }
   return existsSync(bundled)
-    ? { modulePath: bundled, execArgv: process.execArgv, env: environment, from: 'the bundle' }
-    : { modulePath: dist('worker/worker-entry.js'), execArgv: process.execArgv, env: environment, from: 'the modules' };
+    ? { modulePath: bundled, execArgv: nodeFlags, env: environment, from: 'the bundle' }
+    : { modulePath: dist('worker/worker-entry.js'), execArgv: nodeFlags, env: environment, from: 'the modules' };
 }
 
 /**
@@ -320,6 +338,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const postponeMaxMs = Math.max(SUCCESSOR_POSTPONE_MAX_MS, successorQuietMs);
   const hugePages = options.hugePages ?? process.env.POLISH_WORKER_HUGEPAGES !== '0';
   const exitsLow = options.exitsAtLowPriority ?? process.env.POLISH_WORKER_EXIT_NICE === '1';
+  const semiSpaceMb = options.semiSpaceMb ?? Number(process.env.POLISH_WORKER_SEMI_SPACE_MB ?? 2);
+  // Node's flags for every worker: the host's own, and a young generation it does not collect.
+  const workerNodeFlags = [
+    ...process.execArgv,
+    ...youngGenerationFlags(semiSpaceMb, process.execArgv, process.env.NODE_OPTIONS),
+  ];
   // Found once, at the first restored worker (it reads the process report and /sys).
   let tunables: NodeJS.ProcessEnv | undefined;
   const restoreTunables = (environment: NodeJS.ProcessEnv) =>
@@ -500,7 +524,12 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       ...workerEnvironment({ ...process.env, ...options.env }),
       [WORKER_CONFIG_ENV]: JSON.stringify(config),
     };
-    const launch = workerLaunch(environment, options.snapshot ?? true, () => restoreTunables(environment));
+    const launch = workerLaunch(
+      environment,
+      options.snapshot ?? true,
+      () => restoreTunables(environment),
+      workerNodeFlags,
+    );
     const started = performance.now();
     // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
     const spawnedAt = performance.timeOrigin + started;

@@ -2,10 +2,22 @@
 // package: nothing of the machine that built it may be in it. The build checks its environment
 // with a canary (scripts/bundle-worker.js); this checks where it was built.
 import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, symlinkSync } from 'node:fs';
+import {
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { startNatsServer } from '@polish/cli';
 import { REPO } from './support/cli.js';
 
 const blob = `${REPO}packages/agents/dist/worker-snapshot/worker.blob`;
@@ -86,6 +98,60 @@ describe('worker snapshot build, by a builder with a private TMPDIR and umask 00
       walk(snapshot);
       walk(join(out, 'dist', 'worker-bundle'));
       expect(openToOthers).toEqual([]);
+    } finally {
+      rmSync(out, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("worker snapshot build's own NATS server", () => {
+  it('takes tasks only from the build: a password in a file only its user reads, never on the command line', async () => {
+    const out = mkdtempSync(join(tmpdir(), 'polish-snapshot-build-'));
+    const real = spawnSync('sh', ['-c', 'command -v nats-server'], { encoding: 'utf8' }).stdout.trim();
+    expect(real, 'nats-server must be installed').not.toBe('');
+    try {
+      // A nats-server on PATH that records how the build starts it, then is the real one.
+      const bin = join(out, 'bin');
+      mkdirSync(bin);
+      symlinkSync(process.execPath, join(bin, 'node'));
+      const seen = join(out, 'seen');
+      mkdirSync(seen);
+      writeFileSync(
+        join(bin, 'nats-server'),
+        [
+          '#!/bin/sh',
+          `printf '%s\\n' "$@" > ${seen}/args`,
+          'conf=""; prev=""; for arg in "$@"; do [ "$prev" = "-c" ] && conf="$arg"; prev="$arg"; done',
+          `cp "$conf" ${seen}/nats.conf && stat -c %a "$conf" > ${seen}/mode`,
+          `exec ${real} "$@"`,
+          '',
+        ].join('\n'),
+        { mode: 0o755 },
+      );
+      const built = spawnSync(
+        process.execPath,
+        [`${REPO}packages/agents/scripts/bundle-worker.js`, '--out', join(out, 'dist')],
+        {
+          encoding: 'utf8',
+          env: { ...process.env, PATH: `${bin}:/usr/bin:/bin`, POLISH_SNAPSHOT_REQUIRE_TASKS: '1' },
+          timeout: 120_000,
+        },
+      );
+      expect(built.status, built.stderr).toBe(0);
+      const config = readFileSync(join(seen, 'nats.conf'), 'utf8');
+      const pass = /password: "([0-9a-f]+)"/.exec(config)?.[1] ?? '';
+      expect(pass.length).toBeGreaterThanOrEqual(32);
+      expect(readFileSync(join(seen, 'mode'), 'utf8').trim()).toBe('600');
+      expect(readFileSync(join(seen, 'args'), 'utf8')).not.toContain(pass);
+      // That configuration refuses a client without the password, and lets the build's user in.
+      const server = await startNatsServer({ storeDir: join(out, 'store'), args: ['-c', join(seen, 'nats.conf')] });
+      try {
+        await expect(connect({ servers: server.url, reconnect: false })).rejects.toThrow(/authoriz/i);
+        const build = await connect({ servers: server.url, user: 'snapshot', pass });
+        await build.close();
+      } finally {
+        await server.stop();
+      }
     } finally {
       rmSync(out, { recursive: true, force: true });
     }

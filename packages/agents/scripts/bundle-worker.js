@@ -218,8 +218,14 @@ const WITHOUT_TASKS =
  */
 async function snapshotNats() {
   const store = mkdtempSync(join(tmpdir(), 'polish-snapshot-nats-'));
+  // With a password of its own, in a file only this user reads (not on the command line, which
+  // `ps` shows): what the build's worker serves ends up in every worker's heap, so no other local
+  // user may send it a task while it runs.
+  const pass = randomBytes(24).toString('hex');
+  const config = join(store, 'nats.conf');
+  writeFileSync(config, `authorization { user: snapshot, password: "${pass}" }\n`, { mode: 0o600 });
   // -p -1: a free port the server picks itself, read from its log.
-  const server = spawn('nats-server', ['-js', '-a', '127.0.0.1', '-p', '-1', '-sd', store], {
+  const server = spawn('nats-server', ['-c', config, '-js', '-a', '127.0.0.1', '-p', '-1', '-sd', store], {
     stdio: ['ignore', 'ignore', 'pipe'],
   });
   const exited = new Promise((resolve) => server.once('close', resolve));
@@ -257,7 +263,7 @@ async function snapshotNats() {
       if (clientPort && line.includes('Server is ready')) settle(Number(clientPort));
     });
   });
-  if (port !== undefined) return { url: `nats://127.0.0.1:${port}`, stop };
+  if (port !== undefined) return { url: `nats://127.0.0.1:${port}`, pass, stop };
   await stop();
   return undefined;
 }
@@ -281,7 +287,7 @@ const built = spawnSync(
     // process.argv0 is what the command was called, here the node's path: a bare name instead.
     argv0: 'node',
     encoding: 'utf8',
-    env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url } : {}) },
+    env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url, POLISH_SNAPSHOT_NATS_PASS: nats.pass } : {}) },
     timeout: SNAPSHOT_BUILD_MS,
   },
 );
@@ -292,7 +298,7 @@ if (built.status !== 0) throw new Error(`building the worker snapshot failed:\n$
 // Checked where it was built, and copied into the package only once every check passed.
 const blob = join(scratch, 'worker.blob');
 const bytes = readFileSync(blob);
-if (bytes.includes(canary))
+if (bytes.includes(canary) || (nats && bytes.includes(nats.pass)))
   throw new Error("the worker snapshot holds a copy of its build's environment: it would ship in the package");
 // Nor the folder it was built in (the package's own path, with the builder's user name in it).
 const checkout = fileURLToPath(new URL('../../../', import.meta.url)).replace(/[\\/]$/, '');

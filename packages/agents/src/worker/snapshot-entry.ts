@@ -16,7 +16,7 @@ import { enableCompileCache } from '../compile-cache.js';
 import { TaskRoleSchema } from '@polish/protocol';
 import { parseScriptFile } from '../providers/script-file.js';
 import { loadNatsClient, type NatsClient } from './nats-client.js';
-import { SNAPSHOT_NATS_ENV, exercisePath } from './snapshot-path.js';
+import { SNAPSHOT_NATS_ENV, SNAPSHOT_NATS_PASS_ENV, exercisePath } from './snapshot-path.js';
 import { warmHandler } from './warm-up.js';
 import { workerMain } from './worker-process.js';
 
@@ -28,7 +28,7 @@ let natsClient: NatsClient | undefined;
 const built = (async () => {
   const client = await loadNatsClient();
   const natsUrl = process.env[SNAPSHOT_NATS_ENV];
-  if (natsUrl) await exercisePath(natsUrl, client);
+  if (natsUrl) await exercisePath(natsUrl, process.env[SNAPSHOT_NATS_PASS_ENV] ?? '', client);
   natsClient = client;
 })();
 // par.command runs a command: not at build time.

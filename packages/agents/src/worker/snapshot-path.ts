@@ -15,6 +15,9 @@ import { runWorker } from './run-worker.js';
 
 /** The environment variable that gives the snapshot build its NATS server. */
 export const SNAPSHOT_NATS_ENV = 'POLISH_SNAPSHOT_NATS';
+/** ...and the password of its user `snapshot` (so no other local user can send the build a task). */
+export const SNAPSHOT_NATS_PASS_ENV = 'POLISH_SNAPSHOT_NATS_PASS';
+const SNAPSHOT_USER = 'snapshot';
 
 const TASKS = 3;
 const STOP_AFTER_MS = 30_000;
@@ -22,7 +25,7 @@ const PREFIX = 'snapshot';
 const criteria = [{ id: 'C1', text: 'The artifact says how many requests a key may send.' }];
 
 /** Serves TASKS evaluate tasks through a real NATS server with a worker of the snapshot's code. */
-export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<void> {
+export async function exercisePath(natsUrl: string, pass: string, nats: NatsClient): Promise<void> {
   const scratch = mkdtempSync(join(tmpdir(), 'polish-snapshot-'));
   const script = join(scratch, 'script.json');
   writeFileSync(
@@ -36,7 +39,7 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
   const stop = new AbortController();
   const deadline = setTimeout(() => stop.abort(), STOP_AFTER_MS);
   try {
-    connection = await nats.connect({ servers: natsUrl });
+    connection = await nats.connect({ servers: natsUrl, user: SNAPSHOT_USER, pass });
     const manager = await jetstreamManager(connection);
     const names = taskQueueNames(PREFIX);
     const queue = taskQueueOf('evaluate', undefined, PREFIX);
@@ -71,7 +74,14 @@ export async function exercisePath(natsUrl: string, nats: NatsClient): Promise<v
       await js.publish(queue.subject, JSON.stringify(envelope));
     }
     await runWorker(
-      { natsUrl, prefix: PREFIX, role: 'evaluate', reuse: TASKS, model: { provider: 'scripted', script } },
+      {
+        natsUrl,
+        prefix: PREFIX,
+        role: 'evaluate',
+        reuse: TASKS,
+        model: { provider: 'scripted', script },
+        auth: { identity: { user: SNAPSHOT_USER, pass } },
+      },
       { notify: async () => undefined, stop: stop.signal, pulling: () => undefined },
       { entryAt: 0, code: 0, loadNats: async () => nats },
     );

@@ -229,7 +229,9 @@ describe('agent host', () => {
     // Fault injection in a real worker: a preload makes it kill itself once its "taken" notice is
     // written to the IPC channel, so its death and the notice reach the host together. (Handling
     // the death on 'exit' instead of 'close' passes here too: Node emits the notice before it runs
-    // the exit's callback, which follows it in the pipe. 'close' does not rely on that.)
+    // the exit's callback, which follows it in the pipe; it did even with this process held still
+    // until the worker was a zombie with its notice written, so that both waited for the loop
+    // together (tried on 2026-12-05, not kept). 'close' does not rely on that order.)
     const scratch = mkdtempSync(join(tmpdir(), 'polish-dies-'));
     const dies = join(scratch, 'dies-after-taken.cjs');
     writeFileSync(

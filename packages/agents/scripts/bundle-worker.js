@@ -287,7 +287,11 @@ const built = spawnSync(
     // process.argv0 is what the command was called, here the node's path: a bare name instead.
     argv0: 'node',
     encoding: 'utf8',
-    env: { ...process.env, POLISH_SNAPSHOT_CANARY: canary, ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url, POLISH_SNAPSHOT_NATS_PASS: nats.pass } : {}) },
+    env: {
+      ...process.env,
+      POLISH_SNAPSHOT_CANARY: canary,
+      ...(nats ? { POLISH_SNAPSHOT_NATS: nats.url, POLISH_SNAPSHOT_NATS_PASS: nats.pass } : {}),
+    },
     timeout: SNAPSHOT_BUILD_MS,
   },
 );

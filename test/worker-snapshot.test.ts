@@ -22,6 +22,14 @@ import { REPO } from './support/cli.js';
 
 const blob = `${REPO}packages/agents/dist/worker-snapshot/worker.blob`;
 
+/** A folder for PATH holding this test's node and nothing else (no nats-server unless added). */
+function nodeOnlyBin(out: string): string {
+  const bin = join(out, 'bin');
+  mkdirSync(bin);
+  symlinkSync(process.execPath, join(bin, 'node'));
+  return bin;
+}
+
 describe('worker startup snapshot', () => {
   it('does not name the folder it was built in, nor do the SDKs beside it', () => {
     // V8 keeps the name of the snapshot's script (for stack traces) and Node the builder's command
@@ -45,9 +53,7 @@ describe('worker snapshot build', () => {
     const out = mkdtempSync(join(tmpdir(), 'polish-snapshot-build-'));
     try {
       // A PATH with node on it and nothing else (node's own folder may hold a nats-server: /usr/bin).
-      const bin = join(out, 'bin');
-      mkdirSync(bin);
-      symlinkSync(process.execPath, join(bin, 'node'));
+      const bin = nodeOnlyBin(out);
       const built = spawnSync(process.execPath, [`${REPO}packages/agents/scripts/bundle-worker.js`, '--out', out], {
         encoding: 'utf8',
         env: { ...process.env, PATH: bin, POLISH_SNAPSHOT_REQUIRE_TASKS: '1' },
@@ -74,9 +80,7 @@ describe('worker snapshot build, by a builder with a private TMPDIR and umask 00
       const privateTmp = join(home, 'tmp');
       mkdirSync(privateTmp, { recursive: true });
       // No nats-server on this PATH: the snapshot is built without its tasks (faster, same files).
-      const bin = join(out, 'bin');
-      mkdirSync(bin);
-      symlinkSync(process.execPath, join(bin, 'node'));
+      const bin = nodeOnlyBin(out);
       const built = spawnSync(
         '/bin/sh',
         [
@@ -115,9 +119,7 @@ describe("worker snapshot build's own NATS server", () => {
     expect(real, 'nats-server must be installed').not.toBe('');
     try {
       // A nats-server on PATH that records how the build starts it, then is the real one.
-      const bin = join(out, 'bin');
-      mkdirSync(bin);
-      symlinkSync(process.execPath, join(bin, 'node'));
+      const bin = nodeOnlyBin(out);
       const seen = join(out, 'seen');
       mkdirSync(seen);
       writeFileSync(

@@ -356,8 +356,9 @@ const builtFor = { node: process.version, platform: process.platform, arch: proc
 writeFileSync(`${out}worker-snapshot/worker.blob.json`, `${JSON.stringify(builtFor)}\n`);
 // Every worker runs what is here: whatever the builder's umask, nobody else may write it.
 const closeToOthers = (path) => {
-  chmodSync(path, statSync(path).mode & 0o755);
-  if (statSync(path).isDirectory()) for (const name of readdirSync(path)) closeToOthers(join(path, name));
+  const stat = statSync(path);
+  chmodSync(path, stat.mode & 0o755);
+  if (stat.isDirectory()) for (const name of readdirSync(path)) closeToOthers(join(path, name));
 };
 closeToOthers(`${out}worker-snapshot`);
 closeToOthers(`${out}worker-bundle`);

@@ -26,6 +26,7 @@ import { chooseBoots, type RoleLoad } from './pool-balance.js';
 import { RESERVE_NICE, backgroundBootsUnavailable, setWorkerNice } from './priority.js';
 import { natsConnectOptions } from '../nats-connect.js';
 import { telemetryConfigured } from '../telemetry.js';
+import { hostCodeOwner, untrustedWorkerCode } from './worker-code.js';
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
@@ -237,6 +238,8 @@ interface WorkerLaunch {
   env: NodeJS.ProcessEnv;
   /** What it starts from, for the host's log: the startup snapshot, the bundle or the modules. */
   from: string;
+  /** The built folders its code comes from, which nobody but the host's user or root may write. */
+  roots: string[];
 }
 
 const dist = (path: string) => fileURLToPath(new URL(`../${path}`, import.meta.url));
@@ -303,11 +306,18 @@ function workerLaunch(
         execArgv: [...nodeFlags, '--snapshot-blob', blob],
         env: { ...environment, ...tunables() },
         from: 'the startup snapshot',
+        roots: [dist('worker-snapshot'), dist('worker-bundle')],
       };
   }
   return existsSync(bundled)
-    ? { modulePath: bundled, execArgv: nodeFlags, env: environment, from: 'the bundle' }
-    : { modulePath: dist('worker/worker-entry.js'), execArgv: nodeFlags, env: environment, from: 'the modules' };
+    ? { modulePath: bundled, execArgv: nodeFlags, env: environment, from: 'the bundle', roots: [dist('worker-bundle')] }
+    : {
+        modulePath: dist('worker/worker-entry.js'),
+        execArgv: nodeFlags,
+        env: environment,
+        from: 'the modules',
+        roots: [dist('.')],
+      };
 }
 
 /**
@@ -348,6 +358,14 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   let tunables: NodeJS.ProcessEnv | undefined;
   const restoreTunables = (environment: NodeJS.ProcessEnv) =>
     hugePages ? (tunables ??= hugePageTunables(environment)) : {};
+  // Checked once for each kind of launch, before its first worker starts.
+  const owner = hostCodeOwner();
+  const codeChecked = new Map<string, string | undefined>();
+  const untrustedCode = (launch: WorkerLaunch) => {
+    if (!owner) return undefined;
+    if (!codeChecked.has(launch.from)) codeChecked.set(launch.from, untrustedWorkerCode(launch.roots, owner));
+    return codeChecked.get(launch.from);
+  };
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
   const host = new EventEmitter<AgentHostEvents>() as AgentHost;
@@ -530,6 +548,17 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
       () => restoreTunables(environment),
       workerNodeFlags,
     );
+    const untrusted = untrustedCode(launch);
+    if (untrusted) {
+      if (stopping) return;
+      stopping = true;
+      const message =
+        `refusing to start workers from ${launch.from}: ${untrusted}. Every worker runs that code with ` +
+        'your rights and keys, so nobody but you or root may change it: chmod go-w (or chown) it, or build again';
+      host.emit('worker.failed', { role, message });
+      markFailed(new Error(message));
+      return;
+    }
     const started = performance.now();
     // The epoch time of the fork, to compare with the worker's own clock (its entry's start).
     const spawnedAt = performance.timeOrigin + started;

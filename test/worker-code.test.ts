@@ -16,6 +16,7 @@ const asRoot = process.getuid?.() === 0;
 /** Another user and group than the tests' own (root): `nobody` and `nogroup`. */
 const OTHER = 65534;
 let copies = 0;
+const FROM_SNAPSHOT = 'refusing to start workers from the startup snapshot: ';
 
 afterAll(() => rmSync(scratch, { recursive: true, force: true }));
 
@@ -57,14 +58,13 @@ describe('a host starts workers only from code nobody else may change', () => {
     expect(await startFrom(copy())).toBe('started from the startup snapshot');
   });
 
-  it('a blob others may write is refused, naming it, and no worker starts', async () => {
+  it('a blob others may write is refused, naming it and what to do, and no worker starts', async () => {
     const dir = copy();
     const blob = join(dir, 'dist/worker-snapshot/worker.blob');
     chmodSync(blob, 0o646);
     expect(await startFrom(dir)).toBe(
-      `0 workers, refused: refusing to start workers from the startup snapshot: ${blob} may be written by other users (mode 0646). ` +
-        'Every worker runs that code with your rights and keys, so nobody but you or root may change it: ' +
-        'chmod go-w (or chown) it, or build again',
+      `0 workers, refused: ${FROM_SNAPSHOT}${blob} may be written by other users (mode 0646): chmod go-w it ` +
+        '(every worker runs that code with your rights and keys, so nobody but you or root may change it)',
     );
   });
 
@@ -73,18 +73,25 @@ describe('a host starts workers only from code nobody else may change', () => {
     const entry = join(dir, 'dist/worker-bundle/worker-entry.mjs');
     chmodSync(entry, 0o666);
     expect(await startFrom(dir, false)).toContain(
-      `0 workers, refused: refusing to start workers from the bundle: ${entry} may be written by other users (mode 0666).`,
+      `0 workers, refused: refusing to start workers from the bundle: ${entry} may be written by other users (mode 0666): chmod go-w it`,
     );
   });
 
-  it('a folder on the way from / that others may write is refused; a sticky one of root (as /tmp) is not', async () => {
+  it('a folder on the way from / that others may write is refused', async () => {
     const dir = copy();
     chmodSync(dir, 0o777);
     expect(await startFrom(dir)).toContain(
-      `0 workers, refused: refusing to start workers from the startup snapshot: ${dir} may be written by other users (mode 0777).`,
+      `0 workers, refused: ${FROM_SNAPSHOT}${dir} may be written by other users (mode 0777): chmod go-w it`,
     );
-    chmodSync(dir, 0o1777);
-    expect(await startFrom(dir)).toBe('started from the startup snapshot');
+  });
+
+  it("group write is refused even for the host's own group: with POSIX ACLs the group bits are the mask of every named grant", async () => {
+    const dir = copy();
+    const folder = join(dir, 'dist/worker-snapshot');
+    chmodSync(folder, 0o775);
+    expect(await startFrom(dir)).toContain(
+      `0 workers, refused: ${FROM_SNAPSHOT}${folder} may be written by other users (mode 0775): chmod go-w it`,
+    );
   });
 
   it('an SDK file swapped for a symbolic link is refused', async () => {
@@ -93,7 +100,7 @@ describe('a host starts workers only from code nobody else may change', () => {
     unlinkSync(sdk);
     symlinkSync(join(REPO, 'packages/agents/dist/worker-snapshot/sdk/anthropic.cjs'), sdk);
     expect(await startFrom(dir)).toContain(
-      `0 workers, refused: refusing to start workers from the startup snapshot: ${sdk} is a symbolic link, which the build never makes.`,
+      `0 workers, refused: ${FROM_SNAPSHOT}${sdk} is a symbolic link, which the build never makes: build again`,
     );
   });
 
@@ -103,18 +110,17 @@ describe('a host starts workers only from code nobody else may change', () => {
     chownSync(sdk, OTHER, OTHER);
     expect(statSync(sdk).mode & 0o022).toBe(0);
     expect(await startFrom(dir)).toContain(
-      `0 workers, refused: refusing to start workers from the startup snapshot: ${sdk} belongs to another user (uid ${OTHER}, this host runs as uid 0).`,
+      `0 workers, refused: ${FROM_SNAPSHOT}${sdk} belongs to another user (uid ${OTHER}, this host runs as uid 0): chown it`,
     );
   });
 
-  it.runIf(asRoot)("group write is refused for a group not the host's own, allowed for its own", async () => {
+  it.runIf(asRoot)('a sticky folder of root on the way (as /tmp) is not refused; one of another user is', async () => {
     const dir = copy();
-    const folder = join(dir, 'dist/worker-snapshot');
-    chmodSync(folder, 0o775);
+    chmodSync(dir, 0o1777);
     expect(await startFrom(dir)).toBe('started from the startup snapshot');
-    chownSync(folder, 0, OTHER);
+    chownSync(dir, OTHER, OTHER);
     expect(await startFrom(dir)).toContain(
-      `0 workers, refused: refusing to start workers from the startup snapshot: ${folder} may be written by group ${OTHER}, not yours (mode 0775).`,
+      `0 workers, refused: ${FROM_SNAPSHOT}${dir} belongs to another user (uid ${OTHER}, this host runs as uid 0): chown it`,
     );
   });
 });

@@ -40,6 +40,14 @@ describe('compile cache', () => {
     expect(readdirSync(folder)).toEqual([]);
   });
 
+  it('is not used below a folder that others may change (they could swap its bytecode)', () => {
+    const cacheHome = mkdtempSync(join(tmpdir(), 'polish-cache-'));
+    chmodSync(cacheHome, 0o777);
+    expect(enableIn({ XDG_CACHE_HOME: cacheHome })).toBe('undefined');
+    chmodSync(cacheHome, 0o755);
+    expect(enableIn({ XDG_CACHE_HOME: cacheHome })).toBe(join(cacheHome, 'polish', 'compile-cache'));
+  });
+
   it('is off with NODE_DISABLE_COMPILE_CACHE=1', () => {
     const cacheHome = mkdtempSync(join(tmpdir(), 'polish-cache-'));
     expect(enableIn({ XDG_CACHE_HOME: cacheHome, NODE_DISABLE_COMPILE_CACHE: '1' })).toBe('undefined');

@@ -26,7 +26,7 @@ import { chooseBoots, type RoleLoad } from './pool-balance.js';
 import { RESERVE_NICE, backgroundBootsUnavailable, setWorkerNice } from './priority.js';
 import { natsConnectOptions } from '../nats-connect.js';
 import { telemetryConfigured } from '../telemetry.js';
-import { hostCodeOwner, untrustedWorkerCode } from './worker-code.js';
+import { hostCodeOwner, untrustedWorkerCode } from '../code-paths.js';
 
 /** Settings of an agent host. */
 export interface AgentHostOptions {
@@ -238,7 +238,11 @@ interface WorkerLaunch {
   env: NodeJS.ProcessEnv;
   /** What it starts from, for the host's log: the startup snapshot, the bundle or the modules. */
   from: string;
-  /** The built folders its code comes from, which nobody but the host's user or root may write. */
+  /**
+   * The built folders its code comes from, which nobody but the host's user or root may write:
+   * all of it for the snapshot and the bundle; for the modules (a checkout without the bundle),
+   * only dist/, not the packages it imports from node_modules.
+   */
   roots: string[];
 }
 
@@ -363,8 +367,9 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
   const codeChecked = new Map<string, string | undefined>();
   const untrustedCode = (launch: WorkerLaunch) => {
     if (!owner) return undefined;
-    if (!codeChecked.has(launch.from)) codeChecked.set(launch.from, untrustedWorkerCode(launch.roots, owner));
-    return codeChecked.get(launch.from);
+    const key = launch.roots.join('\0');
+    if (!codeChecked.has(key)) codeChecked.set(key, untrustedWorkerCode(launch.roots, owner));
+    return codeChecked.get(key);
   };
   /** The priority workers answer at: the host's own. */
   const normalNice = getPriority();
@@ -550,11 +555,10 @@ export function createAgentHost(options: AgentHostOptions): AgentHost {
     );
     const untrusted = untrustedCode(launch);
     if (untrusted) {
-      if (stopping) return;
       stopping = true;
       const message =
-        `refusing to start workers from ${launch.from}: ${untrusted}. Every worker runs that code with ` +
-        'your rights and keys, so nobody but you or root may change it: chmod go-w (or chown) it, or build again';
+        `refusing to start workers from ${launch.from}: ${untrusted} (every worker runs that code with ` +
+        'your rights and keys, so nobody but you or root may change it)';
       host.emit('worker.failed', { role, message });
       markFailed(new Error(message));
       return;

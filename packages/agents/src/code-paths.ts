@@ -63,11 +63,10 @@ export function untrustedWorkerCode(roots: readonly string[], owner: CodeOwner):
   return undefined;
 }
 
-/** Why code kept in `folder` (and the folders above it) may have been changed by another user, or undefined. */
-export function untrustedFolder(folder: string, owner: CodeOwner): string | undefined {
+/** Why a folder above `folder` (whose own owner and mode its caller checks) may let another user swap it, or undefined. */
+export function untrustedFoldersAbove(folder: string, owner: CodeOwner): string | undefined {
   try {
-    const real = realpathSync(folder);
-    return refusal(real, statSync(real), owner, false) ?? refusalOnTheWay(real, owner);
+    return refusalOnTheWay(realpathSync(folder), owner);
   } catch (error) {
     return `cannot check ${folder}: ${(error as Error).message}`;
   }

@@ -2,7 +2,7 @@ import { mkdirSync, statSync } from 'node:fs';
 import module from 'node:module';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
-import { hostCodeOwner, untrustedFolder } from './code-paths.js';
+import { hostCodeOwner, untrustedFoldersAbove } from './code-paths.js';
 
 /**
  * The folder of polish's module compile cache: `$XDG_CACHE_HOME/polish/compile-cache`, else
@@ -18,7 +18,8 @@ export function compileCacheDir(environment: NodeJS.ProcessEnv = process.env): s
  * in every single-use worker. Call it before the modules load (an entry that imports the rest
  * dynamically). The folder is private (0700) because its contents become code that later
  * processes run; an existing one that others could write to, or that another user owns, or
- * below a folder that others may change (as the worker's own code is checked), is not used. Never throws: the cache only saves time. `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
+ * below a folder that others may change (as the worker's own code is checked), is not used.
+ * Never throws: the cache only saves time. `NODE_DISABLE_COMPILE_CACHE=1` turns it off.
  */
 export function enableCompileCache(directory: string = compileCacheDir()): string | undefined {
   try {
@@ -27,7 +28,7 @@ export function enableCompileCache(directory: string = compileCacheDir()): strin
     if ((folder.mode & 0o077) !== 0 || folder.uid !== process.getuid?.()) return undefined;
     // Its bytecode is code later workers run: a folder above it that others may change could swap it.
     const owner = hostCodeOwner();
-    if (owner && untrustedFolder(directory, owner)) return undefined;
+    if (owner && untrustedFoldersAbove(directory, owner)) return undefined;
     const outcome = module.enableCompileCache?.(directory);
     return outcome?.status === module.constants.compileCacheStatus.ENABLED ? outcome.directory : undefined;
   } catch {
